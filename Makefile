@@ -1,0 +1,38 @@
+# Two entry points for a fresh machine: `make demo` and `make test`. See README.md.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+
+.PHONY: install demo test test-unit services-up services-down clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+# Uses Docker when an engine is running, the no-Docker local stack otherwise.
+demo: install
+	@if docker info >/dev/null 2>&1; then \
+		docker compose up -d --wait && $(BIN)/wayfinder demo --external-services; \
+	else \
+		$(BIN)/wayfinder demo; \
+	fi
+
+# The test session starts (and stops) its own OpenFGA and Neo4j on separate ports.
+test: install
+	$(BIN)/python -m pytest
+
+test-unit: install
+	$(BIN)/python -m pytest tests/unit
+
+services-up: install
+	$(BIN)/wayfinder services up
+
+services-down: install
+	$(BIN)/wayfinder services down
+
+clean: services-down
+	rm -rf .wayfinder .wayfinder-test

@@ -1,0 +1,1 @@
+"""Authorization: the OpenFGA model, the client and the per-request gate."""

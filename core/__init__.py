@@ -1,0 +1,1 @@
+"""Settings, ids, domain records, errors and the command line."""

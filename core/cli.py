@@ -1,0 +1,125 @@
+"""The ``wayfinder`` command: local services, the index job, the MCP server and the demo."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from enum import Enum
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from core.errors import WayfinderError
+from core.settings import Settings
+
+app = typer.Typer(no_args_is_help=True, help="Wayfinder: permission-aware GraphRAG over Confluence.")
+services_app = typer.Typer(no_args_is_help=True, help="Local OpenFGA and Neo4j without Docker.")
+app.add_typer(services_app, name="services")
+console = Console(stderr=True)
+
+
+class Transport(str, Enum):
+    http = "http"
+    stdio = "stdio"
+
+
+def _fail(exc: WayfinderError) -> typer.Exit:
+    console.print(f"[red]error:[/red] {exc}")
+    return typer.Exit(code=1)
+
+
+def _print_services(statuses) -> None:
+    table = Table("service", "running", "pid", "address", "start (s)", "detail")
+    for s in statuses:
+        started = f"{s.start_seconds:.1f}" if s.start_seconds is not None else ""
+        table.add_row(s.name, "yes" if s.running else "no", str(s.pid or ""), s.address, started, s.detail)
+    console.print(table)
+
+
+@services_app.command("up")
+def services_up() -> None:
+    """Build (first time only) and start OpenFGA and Neo4j on loopback; reuse them if running."""
+    from devstack import stack
+
+    try:
+        _print_services(stack.up(Settings()))
+    except WayfinderError as exc:
+        raise _fail(exc) from exc
+
+
+@services_app.command("down")
+def services_down() -> None:
+    """Stop the services this checkout started (and only those)."""
+    from devstack import stack
+
+    _print_services(stack.down(Settings()))
+
+
+@services_app.command("status")
+def services_status() -> None:
+    """Show whether the local services run."""
+    from devstack import stack
+
+    _print_services(stack.status(Settings()))
+
+
+@app.command()
+def index() -> None:
+    """Index the Apache Hive space: permissions to OpenFGA, the tree to Neo4j, text to LightRAG."""
+    from pipeline.runner import run_index
+    from pipeline.sources.hive_export import HiveExportSource
+
+    settings = Settings()
+    try:
+        report = asyncio.run(run_index(settings, HiveExportSource(settings.corpus_dir), console))
+    except WayfinderError as exc:
+        raise _fail(exc) from exc
+    console.print(
+        f"done: {report.pages} pages in {report.total_seconds:.1f}s "
+        f"(index {report.index_seconds:.1f}s, {report.docs_per_second:.2f} docs/s)"
+    )
+
+
+@app.command()
+def serve(transport: Transport = Transport.http) -> None:
+    """Run the MCP server over streamable HTTP (bearer tokens) or stdio (the configured user)."""
+    from functools import partial
+
+    from mcp_app.auth import StaticTokens, fixed_identity, http_identity
+    from mcp_app.server import create_server, open_services
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    settings = Settings()
+    try:
+        if transport is Transport.stdio:
+            server = create_server(partial(open_services, settings), fixed_identity(settings.mcp.stdio_principal))
+            server.run(transport="stdio", show_banner=False)
+        else:
+            server = create_server(
+                partial(open_services, settings), http_identity, auth=StaticTokens(settings.mcp.tokens)
+            )
+            server.run(
+                transport="http", host=settings.mcp.host, port=settings.mcp.port, path="/mcp", show_banner=False
+            )
+    except WayfinderError as exc:
+        raise _fail(exc) from exc
+
+
+@app.command()
+def demo(
+    external_services: bool = typer.Option(
+        False, help="OpenFGA and Neo4j already run elsewhere (e.g. docker compose); do not start them."
+    ),
+) -> None:
+    """Start the stack, index the Hive space, serve over HTTP and show what alice, bob and carol see."""
+    from devstack.demo import run_demo
+
+    try:
+        run_demo(Settings(), console, start_services=not external_services)
+    except WayfinderError as exc:
+        raise _fail(exc) from exc
+
+
+if __name__ == "__main__":
+    app()

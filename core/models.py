@@ -1,0 +1,57 @@
+"""Domain records shared by the pipeline, the retrievers and the MCP tools."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Space(Frozen):
+    key: str
+    name: str
+    url: str
+
+    @property
+    def id(self) -> str:
+        return f"space:{self.key}"
+
+
+class Page(Frozen):
+    """One Confluence page as the pipeline hands it to the stores."""
+
+    page_id: str = Field(description="Numeric Confluence page id, without the 'page:' prefix.")
+    space_key: str
+    title: str
+    parent_id: str | None = Field(description="Parent page id, or None for a root page of the space.")
+    position: int = Field(description="Order among its siblings, as the space tree lists them.")
+    url: str
+    markdown: str
+
+    @property
+    def id(self) -> str:
+        return f"page:{self.page_id}"
+
+
+class Principal(Frozen):
+    """A verified caller. ``user`` is a bare user id such as ``alice``."""
+
+    user: str
+
+    @property
+    def subject(self) -> str:
+        return f"user:{self.user}"
+
+
+class Permissions(Frozen):
+    """Who may see what, as the source reports it (Confluence semantics).
+
+    ``space_viewers`` and ``page_restrictions`` hold subjects in OpenFGA spelling: ``user:bob`` or
+    ``group:hive-users#member``. A page absent from ``page_restrictions`` has no own restriction.
+    """
+
+    space_viewers: dict[str, tuple[str, ...]]
+    page_restrictions: dict[str, tuple[str, ...]]
+    group_members: dict[str, tuple[str, ...]]

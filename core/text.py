@@ -1,0 +1,53 @@
+"""Markdown helpers shared by fetch and chunking: sections by heading, slugs, token estimates."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_HEADING = re.compile(r"^(?P<hashes>#{1,6})\s+(?P<title>.+?)\s*#*\s*$")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+
+
+def estimate_tokens(text: str) -> int:
+    """Words and punctuation marks: close to what LLM tokenizers count for English and code."""
+    return len(_TOKEN.findall(text))
+
+
+def slugify(title: str) -> str:
+    slug = re.sub(r"[^\w]+", "-", title.lower()).strip("-")
+    return slug or "section"
+
+
+@dataclass(frozen=True)
+class Section:
+    slug: str
+    title: str
+    level: int  # 0 for the text before the first heading
+    text: str
+
+
+def sections(markdown: str) -> list[Section]:
+    """Split at headings outside code fences; slugs are unique within the page (``-2``, ``-3``…)."""
+    found: list[tuple[str, int, list[str]]] = [("", 0, [])]
+    in_fence = False
+    for line in markdown.splitlines():
+        if _FENCE.match(line):
+            in_fence = not in_fence
+        heading = None if in_fence else _HEADING.match(line)
+        if heading:
+            found.append((heading["title"], len(heading["hashes"]), [line]))
+        else:
+            found[-1][2].append(line)
+    result: list[Section] = []
+    seen: dict[str, int] = {}
+    for title, level, lines in found:
+        text = "\n".join(lines).strip()
+        if not text:
+            continue
+        base = slugify(title) if level else "intro"
+        seen[base] = seen.get(base, 0) + 1
+        slug = base if seen[base] == 1 else f"{base}-{seen[base]}"
+        result.append(Section(slug, title, level, text + "\n"))
+    return result

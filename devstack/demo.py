@@ -1,0 +1,100 @@
+"""The demo: index the Hive space, serve it over HTTP, and show what three users see."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from fastmcp import Client
+from fastmcp.exceptions import ToolError
+from rich.console import Console
+from rich.table import Table
+
+from core.errors import ServiceError
+from core.settings import Settings
+
+USERS = ("alice", "bob", "carol")
+RESTRICTED_PAGE = "page:27362075"  # DesignDocs: committers only
+MISSING_PAGE = "page:99999999"
+QUESTIONS = ("How do I configure HiveServer2 with LDAP authentication?", "correlation optimizer design")
+
+
+def run_demo(settings: Settings, console: Console, *, start_services: bool = True) -> None:
+    from devstack import stack
+    from pipeline.runner import run_index
+    from pipeline.sources.hive_export import HiveExportSource
+
+    if start_services:
+        for status in stack.up(settings):
+            console.print(f"{status.name}: {status.detail}")
+    asyncio.run(run_index(settings, HiveExportSource(settings.corpus_dir), console))
+    tokens = {user: secrets.token_urlsafe(24) for user in USERS}
+    server = _start_server(settings, tokens)
+    try:
+        _wait_for_port(settings.mcp.host, settings.mcp.port, server, timeout=120)
+        url = f"http://{settings.mcp.host}:{settings.mcp.port}/mcp"
+        asyncio.run(show_views(url, tokens, console))
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=30)
+
+
+def _start_server(settings: Settings, tokens: dict[str, str]) -> subprocess.Popen[bytes]:
+    env = dict(os.environ, WAYFINDER_MCP__TOKENS=json.dumps({token: user for user, token in tokens.items()}))
+    log = open(settings.data_dir / "mcp-server.log", "ab")  # noqa: SIM115 - handed to the child
+    return subprocess.Popen(
+        [sys.executable, "-m", "core.cli", "serve", "--transport", "http"], env=env, stdout=log, stderr=log
+    )
+
+
+def _wait_for_port(host: str, port: int, process: subprocess.Popen[bytes], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise ServiceError(f"the MCP server exited with code {process.returncode}; see mcp-server.log")
+        with socket.socket() as probe:
+            if probe.connect_ex((host, port)) == 0:
+                return
+        time.sleep(0.3)
+    raise ServiceError(f"the MCP server did not listen on {host}:{port} within {timeout:.0f}s")
+
+
+async def _call(client: Client, tool: str, **arguments: object) -> dict | str:
+    try:
+        return (await client.call_tool(tool, arguments)).structured_content
+    except ToolError as exc:
+        return str(exc)
+
+
+async def show_views(url: str, tokens: dict[str, str], console: Console) -> None:
+    for user in USERS:
+        async with Client(url, auth=tokens[user]) as client:
+            table = Table(title=f"what {user} sees", show_lines=True)
+            table.add_column("call", style="bold")
+            table.add_column("result")
+            spaces = await _call(client, "list_spaces")
+            table.add_row("list_spaces()", _brief(spaces, "spaces", "key"))
+            tops = await _call(client, "list_children", id="space:HIVE", limit=5)
+            table.add_row("list_children('space:HIVE', limit=5)", _brief(tops, "children", "title"))
+            for question in QUESTIONS:
+                found = await _call(client, "search", query=question, top_k=3)
+                table.add_row(f"search({question!r})", _brief(found, "hits", "title"))
+            for page in (RESTRICTED_PAGE, MISSING_PAGE):
+                fetched = await _call(client, "fetch", id=page)
+                shown = fetched if isinstance(fetched, str) else f"{fetched['title']} ({len(fetched['markdown'])} chars)"
+                table.add_row(f"fetch({page!r})", shown)
+            console.print(table)
+
+
+def _brief(result: dict | str, key: str, field: str) -> str:
+    if isinstance(result, str):
+        return result
+    items = result[key]
+    return "\n".join(f"{item['id']}  {item[field]}" for item in items) if items else "(nothing)"

@@ -1,0 +1,1 @@
+"""Evaluation datasets, evaluators and runs (later issues)."""

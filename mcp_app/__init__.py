@@ -1,0 +1,1 @@
+"""The MCP server: Wayfinder's tools for agents, bots and evaluation runs."""

@@ -1,0 +1,64 @@
+"""The one map from Wayfinder exceptions to the few stable MCP errors agents see.
+
+Messages carry no internal detail: what failed inside is logged, never returned. A hidden object
+and a missing one produce the same bytes, because NotFound carries only the id the caller sent.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastmcp.exceptions import ToolError
+from fastmcp.exceptions import ValidationError as ArgumentsInvalid
+from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
+
+from core.errors import (
+    AuthorizationUnavailable,
+    InvalidArgument,
+    NotFound,
+    Unauthenticated,
+)
+
+log = logging.getLogger("wayfinder.mcp")
+
+
+def to_tool_error(exc: BaseException) -> ToolError:
+    if isinstance(exc, NotFound):
+        return ToolError(f"not_found: no page or space {str(exc)!r} is available")
+    if isinstance(exc, InvalidArgument):
+        return ToolError(f"invalid_argument: {exc}")
+    if isinstance(exc, AuthorizationUnavailable):
+        log.warning("authorization unavailable: %s", exc)
+        return ToolError("authorization_unavailable: permissions cannot be checked right now; nothing was returned")
+    if isinstance(exc, Unauthenticated):
+        return ToolError("unauthenticated: a verified user is required")
+    log.error("tool failed", exc_info=exc)
+    return ToolError("unavailable: the service cannot answer right now")
+
+
+def _describe(exc: BaseException) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):  # pydantic
+        return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in errors())
+    return str(exc)
+
+
+class ErrorMapping(Middleware):
+    """Applies :func:`to_tool_error` to every tool call.
+
+    FastMCP wraps a tool's exception in a ToolError before middleware sees it, so the original
+    is taken from ``__cause__``.
+    """
+
+    async def on_call_tool(self, context: MiddlewareContext[Any], call_next: CallNext[Any, Any]) -> Any:
+        try:
+            return await call_next(context)
+        except ArgumentsInvalid as exc:
+            raise ToolError(f"invalid_argument: {_describe(exc.__cause__ or exc)}") from exc
+        except ToolError as exc:
+            if exc.__cause__ is not None:
+                raise to_tool_error(exc.__cause__) from exc.__cause__
+            raise
+        except Exception as exc:
+            raise to_tool_error(exc) from exc

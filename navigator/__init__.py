@@ -1,0 +1,1 @@
+"""Deterministic navigation of the human-curated trees, mirrored in Neo4j."""

@@ -1,0 +1,64 @@
+"""What the navigator needs from a graph store, and the records it returns."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from core.models import Page, Space
+
+
+@dataclass(frozen=True)
+class Crumb:
+    id: str
+    title: str
+
+
+@dataclass(frozen=True)
+class PageSummary:
+    id: str
+    title: str
+    url: str
+    space_id: str
+    ancestors: tuple[Crumb, ...] = ()  # root first, parent last
+
+
+@dataclass(frozen=True)
+class ChildPage:
+    id: str
+    title: str
+    url: str
+    space_id: str
+    position: int
+
+
+@dataclass(frozen=True)
+class PageContent:
+    id: str
+    title: str
+    url: str
+    space_id: str
+    markdown: str = field(repr=False)
+
+
+class NavigatorStore(Protocol):
+    async def sync_space(self, space: Space, pages: Sequence[Page]) -> None:
+        """Make the stored tree of ``space`` equal to ``pages`` (merge, move, prune)."""
+        ...
+
+    async def spaces(self) -> list[Space]: ...
+
+    async def kind_of(self, node_id: str) -> Literal["space", "page"] | None: ...
+
+    async def children(self, node_id: str, after: int, limit: int) -> list[ChildPage]:
+        """Children of a space (its root pages) or a page, by position, after position ``after``."""
+        ...
+
+    async def position(self, parent_id: str, page_id: str) -> int | None:
+        """Position of ``page_id`` under ``parent_id`` (a space or a page), None if it is not a child."""
+        ...
+
+    async def page(self, page_id: str) -> PageContent | None: ...
+
+    async def summaries(self, page_ids: Sequence[str]) -> dict[str, PageSummary]: ...

@@ -1,0 +1,86 @@
+"""All Cypher Wayfinder runs. Parameters only, never string building.
+
+Graph: (:Space {id, key, name, url}) -[:ROOT_PAGE {position}]-> (:Page) for top-level pages,
+(:Page)-[:PARENT_OF {position}]->(:Page) for the tree, and (:Space)-[:HAS_PAGE]->(:Page) for
+membership. Ids are Wayfinder's typed ids ("space:HIVE", "page:27362069").
+"""
+
+SCHEMA = (
+    "CREATE CONSTRAINT space_id IF NOT EXISTS FOR (s:Space) REQUIRE s.id IS UNIQUE",
+    "CREATE CONSTRAINT page_id IF NOT EXISTS FOR (p:Page) REQUIRE p.id IS UNIQUE",
+)
+
+MERGE_SPACE = """
+MERGE (s:Space {id: $id})
+SET s.key = $key, s.name = $name, s.url = $url
+"""
+
+# Pages arrive parents first. Tree edges of the batch are replaced, so moves take effect.
+MERGE_PAGES = """
+UNWIND $pages AS row
+MATCH (s:Space {id: row.space_id})
+MERGE (p:Page {id: row.id})
+SET p.title = row.title, p.url = row.url, p.markdown = row.markdown, p.space_id = row.space_id
+MERGE (s)-[:HAS_PAGE]->(p)
+WITH p, row, s
+OPTIONAL MATCH (p)<-[old:PARENT_OF|ROOT_PAGE]-()
+DELETE old
+WITH p, row, s
+CALL (p, row, s) {
+  WITH p, row, s WHERE row.parent_id IS NULL
+  MERGE (s)-[r:ROOT_PAGE]->(p) SET r.position = row.position
+  UNION
+  WITH p, row WHERE row.parent_id IS NOT NULL
+  MATCH (parent:Page {id: row.parent_id})
+  MERGE (parent)-[r:PARENT_OF]->(p) SET r.position = row.position
+}
+"""
+
+# Pages of the space that the source no longer reports.
+PRUNE_PAGES = """
+MATCH (:Space {id: $space_id})-[:HAS_PAGE]->(p:Page)
+WHERE NOT p.id IN $keep
+DETACH DELETE p
+"""
+
+SPACES = "MATCH (s:Space) RETURN s.id AS id, s.key AS key, s.name AS name, s.url AS url ORDER BY s.key"
+
+NODE = """
+OPTIONAL MATCH (s:Space {id: $id})
+OPTIONAL MATCH (p:Page {id: $id})
+RETURN coalesce(s.id, p.id) AS id, CASE WHEN s IS NULL THEN 'page' ELSE 'space' END AS kind
+"""
+
+CHILDREN = """
+CALL () {
+  MATCH (:Space {id: $id})-[r:ROOT_PAGE]->(c:Page) RETURN c, r
+  UNION
+  MATCH (:Page {id: $id})-[r:PARENT_OF]->(c:Page) RETURN c, r
+}
+WITH c, r WHERE r.position > $after
+RETURN c.id AS id, c.title AS title, c.url AS url, c.space_id AS space_id, r.position AS position
+ORDER BY r.position
+LIMIT $limit
+"""
+
+# Position of a page among its siblings (resumes list_children after a visible child).
+POSITION = """
+MATCH (parent)-[r:PARENT_OF|ROOT_PAGE]->(:Page {id: $id})
+WHERE parent.id = $parent_id
+RETURN r.position AS position
+"""
+
+PAGE = """
+MATCH (p:Page {id: $id})
+RETURN p.id AS id, p.title AS title, p.url AS url, p.space_id AS space_id, p.markdown AS markdown
+"""
+
+# Summaries of many pages with their ancestors from the root down, for hits and breadcrumbs.
+PAGE_SUMMARIES = """
+UNWIND $ids AS wanted
+MATCH (p:Page {id: wanted})
+OPTIONAL MATCH path = (root)-[:ROOT_PAGE|PARENT_OF*1..]->(p)
+WHERE root:Space
+RETURN p.id AS id, p.title AS title, p.url AS url, p.space_id AS space_id,
+       [n IN nodes(path)[1..-1] | {id: n.id, title: n.title}] AS ancestors
+"""

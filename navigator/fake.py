@@ -1,0 +1,65 @@
+"""In-memory NavigatorStore with the same semantics as Neo4jStore, for unit tests."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from core.models import Page, Space
+from navigator.base import ChildPage, Crumb, PageContent, PageSummary
+
+
+class FakeNavigatorStore:
+    def __init__(self) -> None:
+        self._spaces: dict[str, Space] = {}
+        self._pages: dict[str, Page] = {}
+
+    async def sync_space(self, space: Space, pages: Sequence[Page]) -> None:
+        self._spaces[space.id] = space
+        self._pages = {pid: p for pid, p in self._pages.items() if p.space_key != space.key}
+        self._pages.update((page.id, page) for page in pages)
+
+    async def spaces(self) -> list[Space]:
+        return sorted(self._spaces.values(), key=lambda s: s.key)
+
+    async def kind_of(self, node_id: str) -> Literal["space", "page"] | None:
+        if node_id in self._spaces:
+            return "space"
+        return "page" if node_id in self._pages else None
+
+    def _children_of(self, node_id: str) -> list[Page]:
+        if node_id in self._spaces:
+            key = self._spaces[node_id].key
+            found = [p for p in self._pages.values() if p.space_key == key and p.parent_id is None]
+        else:
+            found = [p for p in self._pages.values() if p.parent_id and f"page:{p.parent_id}" == node_id]
+        return sorted(found, key=lambda p: p.position)
+
+    async def children(self, node_id: str, after: int, limit: int) -> list[ChildPage]:
+        return [
+            ChildPage(p.id, p.title, p.url, f"space:{p.space_key}", p.position)
+            for p in self._children_of(node_id)
+            if p.position > after
+        ][:limit]
+
+    async def position(self, parent_id: str, page_id: str) -> int | None:
+        return next((c.position for c in await self.children(parent_id, -1, 10**9) if c.id == page_id), None)
+
+    async def page(self, page_id: str) -> PageContent | None:
+        p = self._pages.get(page_id)
+        return PageContent(p.id, p.title, p.url, f"space:{p.space_key}", p.markdown) if p else None
+
+    async def summaries(self, page_ids: Sequence[str]) -> dict[str, PageSummary]:
+        found = {}
+        for page_id in page_ids:
+            page = self._pages.get(page_id)
+            if page is None:
+                continue
+            ancestors: list[Crumb] = []
+            parent = page.parent_id
+            while parent is not None:
+                node = self._pages[f"page:{parent}"]
+                ancestors.insert(0, Crumb(node.id, node.title))
+                parent = node.parent_id
+            found[page_id] = PageSummary(page.id, page.title, page.url, f"space:{page.space_key}", tuple(ancestors))
+        return found

@@ -1,0 +1,115 @@
+"""Neo4j store of the trees: the only module that imports the neo4j driver."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, Literal
+
+import neo4j
+from neo4j import AsyncGraphDatabase
+
+from core.errors import ConfigurationError, NavigatorUnavailable
+from core.models import Page, Space
+from core.settings import Neo4jSettings
+from navigator import cypher
+from navigator.base import ChildPage, Crumb, PageContent, PageSummary
+
+WRITE_BATCH = 200
+
+
+class Neo4jStore:
+    def __init__(self, settings: Neo4jSettings) -> None:
+        self._settings = settings
+        self._driver: neo4j.AsyncDriver | None = None
+
+    async def __aenter__(self) -> Neo4jStore:
+        self._driver = AsyncGraphDatabase.driver(
+            self._settings.uri,
+            auth=(self._settings.user, self._settings.password.get_secret_value()),
+            connection_timeout=5,
+            max_transaction_retry_time=5,
+        )
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._driver is not None:
+            await self._driver.close()
+            self._driver = None
+
+    @asynccontextmanager
+    async def _translated(self) -> AsyncIterator[neo4j.AsyncDriver]:
+        if self._driver is None:
+            raise ConfigurationError("Neo4jStore used outside 'async with'")
+        try:
+            yield self._driver
+        except neo4j.exceptions.Neo4jError as exc:
+            raise NavigatorUnavailable(f"Neo4j refused the query: {exc.code}") from exc
+        except (neo4j.exceptions.DriverError, OSError) as exc:
+            raise NavigatorUnavailable(f"Neo4j is unreachable at {self._settings.uri}: {type(exc).__name__}") from exc
+
+    async def _read(self, query: str, **params: Any) -> list[dict[str, Any]]:
+        async with self._translated() as driver:
+            result = await driver.execute_query(
+                query, params, database_=self._settings.database, routing_=neo4j.RoutingControl.READ
+            )
+            return [record.data() for record in result.records]
+
+    async def _write(self, query: str, **params: Any) -> None:
+        async with self._translated() as driver:
+            await driver.execute_query(query, params, database_=self._settings.database)
+
+    async def ensure_schema(self) -> None:
+        for statement in cypher.SCHEMA:
+            await self._write(statement)
+
+    async def sync_space(self, space: Space, pages: Sequence[Page]) -> None:
+        await self.ensure_schema()
+        await self._write(cypher.MERGE_SPACE, id=space.id, key=space.key, name=space.name, url=space.url)
+        rows = [
+            {
+                "id": page.id,
+                "space_id": space.id,
+                "title": page.title,
+                "url": page.url,
+                "markdown": page.markdown,
+                "position": page.position,
+                "parent_id": f"page:{page.parent_id}" if page.parent_id else None,
+            }
+            for page in pages
+        ]
+        for start in range(0, len(rows), WRITE_BATCH):
+            await self._write(cypher.MERGE_PAGES, pages=rows[start : start + WRITE_BATCH])
+        await self._write(cypher.PRUNE_PAGES, space_id=space.id, keep=[row["id"] for row in rows])
+
+    async def spaces(self) -> list[Space]:
+        return [Space(key=r["key"], name=r["name"], url=r["url"]) for r in await self._read(cypher.SPACES)]
+
+    async def kind_of(self, node_id: str) -> Literal["space", "page"] | None:
+        rows = await self._read(cypher.NODE, id=node_id)
+        return rows[0]["kind"] if rows and rows[0]["id"] else None
+
+    async def children(self, node_id: str, after: int, limit: int) -> list[ChildPage]:
+        rows = await self._read(cypher.CHILDREN, id=node_id, after=after, limit=limit)
+        return [ChildPage(**row) for row in rows]
+
+    async def position(self, parent_id: str, page_id: str) -> int | None:
+        rows = await self._read(cypher.POSITION, id=page_id, parent_id=parent_id)
+        return rows[0]["position"] if rows else None
+
+    async def page(self, page_id: str) -> PageContent | None:
+        rows = await self._read(cypher.PAGE, id=page_id)
+        return PageContent(**rows[0]) if rows else None
+
+    async def summaries(self, page_ids: Sequence[str]) -> dict[str, PageSummary]:
+        rows = await self._read(cypher.PAGE_SUMMARIES, ids=list(dict.fromkeys(page_ids)))
+        return {
+            row["id"]: PageSummary(
+                id=row["id"],
+                title=row["title"],
+                url=row["url"],
+                space_id=row["space_id"],
+                ancestors=tuple(Crumb(**crumb) for crumb in row["ancestors"] or ()),
+            )
+            for row in rows
+        }

@@ -1,0 +1,1 @@
+"""Batch pipeline: collect from a source, transform, and sync the stores."""

@@ -1,0 +1,1 @@
+"""Sinks: make each store equal to what the source reports."""

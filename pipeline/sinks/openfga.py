@@ -1,0 +1,28 @@
+"""Synchronise OpenFGA with the permissions the source reports.
+
+Wayfinder owns its OpenFGA store: tuples that the source no longer implies are deleted, so a
+revoked permission disappears on the next run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from authz.base import RelationTuple, TupleStore
+
+
+@dataclass(frozen=True)
+class TupleSync:
+    written: int
+    deleted: int
+    unchanged: int
+
+
+async def sync_tuples(store: TupleStore, desired: set[RelationTuple]) -> TupleSync:
+    existing = await store.read_tuples()
+    writes, deletes = desired - existing, existing - desired
+    # Write before deleting: a page never loses its markers midway, and a revoked grant is gone
+    # by the end of the same run.
+    await store.write_tuples(writes, ())
+    await store.write_tuples((), deletes)
+    return TupleSync(len(writes), len(deletes), len(desired & existing))

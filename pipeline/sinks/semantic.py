@@ -1,0 +1,75 @@
+"""Synchronise the semantic index: only new or changed pages are (re)indexed, removed ones deleted.
+
+A manifest of content hashes beside the index makes a re-run with no changes free.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.models import Page
+from retrievers.lightrag_adapter import IndexDocument, SemanticIndex
+
+
+@dataclass(frozen=True)
+class IndexSync:
+    indexed: int
+    deleted: int
+    unchanged: int
+
+
+def index_text(page: Page) -> str:
+    return f"# {page.title}\n\n{page.markdown}"
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class Manifest:
+    """doc id → content hash of what the index holds. Written after each successful batch."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+
+    def load(self) -> dict[str, str]:
+        if not self._path.exists():
+            return {}
+        return json.loads(self._path.read_text())
+
+    def save(self, entries: dict[str, str]) -> None:
+        tmp = self._path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(entries, sort_keys=True, indent=0))
+        tmp.replace(self._path)
+
+
+async def sync_index(
+    index: SemanticIndex,
+    manifest: Manifest,
+    pages: Sequence[Page],
+    batch_size: int,
+    on_progress: Callable[[int], None] | None = None,
+) -> IndexSync:
+    held = manifest.load()
+    indexed = await index.indexed_doc_ids()
+    # A doc the manifest lists but the index lost (interrupted run) is redone.
+    held = {doc: digest for doc, digest in held.items() if doc in indexed}
+    wanted = {page.id: (page, _digest(index_text(page))) for page in pages}
+    stale = sorted(set(held) - set(wanted) | (indexed - set(held) - set(wanted)))
+    if stale:
+        await index.delete(stale)
+        held = {doc: digest for doc, digest in held.items() if doc not in stale}
+        manifest.save(held)
+    todo = [(page, digest) for page, digest in wanted.values() if held.get(page.id) != digest]
+    for start in range(0, len(todo), batch_size):
+        batch = todo[start : start + batch_size]
+        await index.upsert([IndexDocument(page.id, index_text(page)) for page, _ in batch])
+        held.update((page.id, digest) for page, digest in batch)
+        manifest.save(held)
+        if on_progress:
+            on_progress(len(batch))
+    return IndexSync(indexed=len(todo), deleted=len(stale), unchanged=len(wanted) - len(todo))

@@ -1,0 +1,1 @@
+"""Retrievers: the semantic index and the authorized search over it."""

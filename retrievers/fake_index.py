@@ -1,0 +1,85 @@
+"""An in-memory ``SemanticIndex`` for tests of the code above the index.
+
+Scores whole documents by query-term overlap; entities are the capitalised words of a document
+and relations link capitalised words that follow each other. Deterministic and instant.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+
+from core.errors import InvalidArgument
+from retrievers.lightrag_adapter import ChunkHit, GraphHit, IndexDocument, RawResults
+
+_TERM = re.compile(r"\w+")
+_CAPITALISED = re.compile(r"\b[A-Z]\w*(?:[.-]\w+)*")
+
+
+def _terms(text: str) -> set[str]:
+    return {t.casefold() for t in _TERM.findall(text)}
+
+
+class FakeSemanticIndex:
+    """``SemanticIndex`` over a dict; one chunk per document (``<doc_id>-chunk-000``)."""
+
+    def __init__(self) -> None:
+        self.docs: dict[str, str] = {}
+        self.calls: list[tuple[str, object]] = []  # (method, argument) for assertions
+
+    async def __aenter__(self) -> FakeSemanticIndex:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        return None
+
+    async def upsert(self, docs: Sequence[IndexDocument], on_progress: Callable[[int], None] | None = None) -> None:
+        self.calls.append(("upsert", [d.doc_id for d in docs]))
+        if len({d.doc_id for d in docs}) != len(docs):
+            raise InvalidArgument("duplicate document ids in one upsert")
+        for done, doc in enumerate(docs, start=1):
+            self.docs[doc.doc_id] = doc.text
+            if on_progress is not None:
+                on_progress(done)
+
+    async def delete(self, doc_ids: Sequence[str]) -> None:
+        self.calls.append(("delete", list(doc_ids)))
+        for doc_id in doc_ids:
+            self.docs.pop(doc_id, None)
+
+    async def indexed_doc_ids(self) -> set[str]:
+        return set(self.docs)
+
+    async def query(self, text: str, top_k: int) -> RawResults:
+        self.calls.append(("query", text))
+        if top_k < 1:
+            raise InvalidArgument("top_k must be at least 1")
+        wanted = _terms(text)
+        scored = sorted(
+            ((len(wanted & _terms(body)), doc_id) for doc_id, body in self.docs.items()),
+            key=lambda pair: (-pair[0], pair[1]),
+        )
+        matching = [doc_id for score, doc_id in scored if score > 0][:top_k]
+        chunks = [
+            ChunkHit(chunk_id=f"{doc_id}-chunk-000", doc_id=doc_id, text=self.docs[doc_id], rank=rank)
+            for rank, doc_id in enumerate(matching, start=1)
+        ]
+        support: dict[str, set[str]] = {}
+        edges: dict[str, set[str]] = {}
+        for doc_id, body in sorted(self.docs.items()):
+            names = _CAPITALISED.findall(body)
+            for name in names:
+                if name.casefold() in wanted:
+                    support.setdefault(name, set()).add(doc_id)
+            for source, target in zip(names, names[1:]):
+                if source != target and (source.casefold() in wanted or target.casefold() in wanted):
+                    edges.setdefault(f"{source} -> {target}", set()).add(doc_id)
+        entities = [
+            GraphHit("entity", name, f"{name} (fake)", frozenset(ids), rank)
+            for rank, (name, ids) in enumerate(sorted(support.items())[:top_k], start=1)
+        ]
+        relations = [
+            GraphHit("relation", name, f"{name} (fake)", frozenset(ids), rank)
+            for rank, (name, ids) in enumerate(sorted(edges.items())[:top_k], start=1)
+        ]
+        return RawResults(chunks=chunks, entities=entities, relations=relations)

@@ -1,0 +1,372 @@
+"""The semantic index on LightRAG 1.5.7 — the only module that imports ``lightrag``.
+
+Documents go in with ``ainsert`` (chunking, entity/relation extraction, merge, embeddings); queries
+use ``aquery_data`` with keywords from our ``Extractor``, so no LLM runs at query time. Every
+entity and relation is mapped back to *all* the documents that support it through LightRAG's
+``entity_chunks`` / ``relation_chunks`` tracking stores and ``text_chunks[...].full_doc_id``; the
+caller authorizes those documents before showing anything.
+
+LightRAG's sharp edges, and how this module guards them:
+
+* It calls ``load_dotenv(".env")`` when its modules are imported (and backends read
+  ``config.ini`` from the working directory): ``python-dotenv`` is disabled while this module
+  imports them, and every option we rely on is passed explicitly, so environment variables only
+  reach knobs we do not set. Only file-based storages are used; they read neither ``config.ini``
+  nor the ``*_WORKSPACE`` variables that override ``workspace`` in server backends.
+* ``ENTITY_TYPES`` in the environment makes LightRAG ``SystemExit``: checked first, reported as a
+  ``ConfigurationError``.
+* Importing ``nano_vectordb`` runs ``logging.basicConfig(level=INFO)``: the root logger's level
+  and handlers are restored after the import. LightRAG's own logger gets no private handler and
+  propagates, so the application's logging configuration applies to it.
+* ``tiktoken`` downloads its encoding: a local ``RegexTokenizer`` is passed instead.
+* ``file_path`` is cut to its basename and used for de-duplication: we pass the (unique) doc id
+  as ``file_path`` and refuse ids containing a path separator.
+* LightRAG keeps process-global state keyed by workspace only (not by directory) that outlives
+  ``finalize_storages``: a second instance, even on another directory, would see the first one's
+  documents. So one ``LightRAGIndex`` may be open per process, and closing it resets that state.
+  The state is also bound to one event loop: an instance refuses calls from another loop.
+* Deleting a document rebuilds shared entities from the LLM cache, so the cache stays enabled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Protocol
+
+from core.errors import ConfigurationError, IndexError_, InvalidArgument
+from core.providers.base import Embedder, Extractor
+from core.providers.local import RegexTokenizer, local_llm_func
+from core.settings import LightRAGSettings
+
+
+@contextlib.contextmanager
+def _contained_import() -> Iterator[None]:
+    """Import LightRAG without reading ``.env`` and without changing the root logger."""
+    import dotenv
+
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    real_load_dotenv = dotenv.load_dotenv
+    dotenv.load_dotenv = lambda *args, **kwargs: False  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        dotenv.load_dotenv = real_load_dotenv
+        root.setLevel(level)
+        for handler in list(root.handlers):
+            if handler not in handlers:
+                root.removeHandler(handler)
+
+
+with _contained_import():
+    import lightrag.kg.json_doc_status_impl  # noqa: F401  (imported now, under the guard)
+    import lightrag.kg.json_kv_impl  # noqa: F401
+    import lightrag.kg.nano_vector_db_impl  # noqa: F401
+    import lightrag.kg.networkx_impl  # noqa: F401
+    from lightrag import LightRAG, QueryParam
+    from lightrag.base import DocStatus
+    from lightrag.constants import GRAPH_FIELD_SEP
+    from lightrag.kg.shared_storage import finalize_share_data
+    from lightrag.llm_roles import ROLE_NAMES, RoleLLMConfig
+    from lightrag.prompt import PROMPTS
+    from lightrag.utils import EmbeddingFunc, Tokenizer, make_relation_chunk_key
+    from lightrag.utils import logger as _lightrag_logger
+
+for _handler in list(_lightrag_logger.handlers):
+    _lightrag_logger.removeHandler(_handler)
+_lightrag_logger.propagate = True
+_lightrag_logger.setLevel(logging.NOTSET)
+
+
+@dataclass(frozen=True)
+class IndexDocument:
+    """One document to index. ``doc_id`` is unique (e.g. ``page:27362069``)."""
+
+    doc_id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class ChunkHit:
+    chunk_id: str
+    doc_id: str
+    text: str
+    rank: int
+
+
+@dataclass(frozen=True)
+class GraphHit:
+    """An entity (``name`` is the entity) or relation (``name`` is ``"A -> B"``).
+
+    ``doc_ids`` holds every document supporting it; all must be authorized before use.
+    """
+
+    kind: Literal["entity", "relation"]
+    name: str
+    description: str
+    doc_ids: frozenset[str]
+    rank: int
+
+
+@dataclass(frozen=True)
+class RawResults:
+    chunks: list[ChunkHit]
+    entities: list[GraphHit]
+    relations: list[GraphHit]
+
+
+class SemanticIndex(Protocol):
+    """Documents in, unauthorized candidates out."""
+
+    async def upsert(self, docs: Sequence[IndexDocument], on_progress: Callable[[int], None] | None = None) -> None:
+        """Index ``docs``, replacing earlier versions; ``on_progress(n_done)`` after each batch."""
+        ...
+
+    async def delete(self, doc_ids: Sequence[str]) -> None:
+        """Remove documents and everything only they support. Unknown ids are ignored."""
+        ...
+
+    async def query(self, text: str, top_k: int) -> RawResults:
+        """Chunks, entities and relations relevant to ``text``."""
+        ...
+
+    async def indexed_doc_ids(self) -> set[str]:
+        """Ids of the documents fully processed."""
+        ...
+
+
+class LightRAGIndex:
+    """``SemanticIndex`` on LightRAG with file-based storages under ``working_dir``."""
+
+    _open: ClassVar[list[LightRAGIndex]] = []  # LightRAG's shared state is process-global
+
+    def __init__(self, settings: LightRAGSettings, working_dir: Path, embedder: Embedder, extractor: Extractor) -> None:
+        self._settings = settings
+        self._working_dir = working_dir
+        self._embedder = embedder
+        self._extractor = extractor
+        self._rag: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- lifetime -------------------------------------------------------------------------------
+
+    def _build(self) -> Any:
+        if os.environ.get("ENTITY_TYPES") is not None:
+            raise ConfigurationError(
+                "ENTITY_TYPES is set in the environment; LightRAG 1.5.7 exits when it sees it. Unset it."
+            )
+        # Plain closures, not bound methods or partials: LightRAG deep-copies its configuration,
+        # and providers hold locks and models that must be shared, not copied.
+        extractor, embedder = self._extractor, self._embedder
+
+        async def llm(prompt: str, system_prompt: str | None = None, history_messages: Any = None, **kw: Any) -> str:
+            return await local_llm_func(
+                prompt,
+                system_prompt,
+                history_messages,
+                extractor=extractor,
+                tuple_delimiter=PROMPTS["DEFAULT_TUPLE_DELIMITER"],
+                completion_delimiter=PROMPTS["DEFAULT_COMPLETION_DELIMITER"],
+                **kw,
+            )
+
+        async def embed(texts: list[str], **_kw: Any) -> Any:
+            return await embedder.embed(list(texts))
+
+        modest = RoleLLMConfig(max_async=2, timeout=600)  # 2 cores; explicit so env vars cannot raise it
+        return LightRAG(
+            working_dir=str(self._working_dir),
+            workspace=self._settings.workspace,
+            kv_storage="JsonKVStorage",
+            vector_storage="NanoVectorDBStorage",
+            graph_storage="NetworkXStorage",
+            doc_status_storage="JsonDocStatusStorage",
+            chunk_token_size=self._settings.chunk_token_size,
+            chunk_overlap_token_size=self._settings.chunk_overlap_token_size,
+            tokenizer=Tokenizer(model_name="wayfinder-regex", tokenizer=RegexTokenizer()),
+            embedding_func=EmbeddingFunc(embedding_dim=embedder.dim, func=embed),
+            embedding_batch_num=32,
+            embedding_func_max_async=1,
+            default_embedding_timeout=600,
+            llm_model_func=llm,
+            llm_model_name="wayfinder-extractor",
+            llm_model_max_async=2,
+            default_llm_timeout=600,
+            role_llm_configs={role: modest for role in ROLE_NAMES},
+            entity_extract_max_gleaning=0,
+            entity_extraction_use_json=False,
+            enable_llm_cache=True,
+            enable_llm_cache_for_entity_extract=True,
+            max_parallel_insert=2,
+            rerank_model_func=None,
+            vlm_process_enable=False,
+            cosine_better_than_threshold=0.2,
+        )
+
+    async def __aenter__(self) -> LightRAGIndex:
+        if self._open:
+            raise ConfigurationError("a LightRAG index is already open in this process; close it first")
+        self._working_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._rag = self._build()
+            await self._rag.initialize_storages()
+        except (ConfigurationError, InvalidArgument):
+            raise
+        except Exception as exc:
+            finalize_share_data()
+            raise IndexError_(f"could not open the LightRAG index in {self._working_dir}: {exc}") from exc
+        self._loop = asyncio.get_running_loop()
+        self._open.append(self)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._rag is None:
+            return
+        try:
+            await self._rag.finalize_storages()
+        finally:
+            self._open.remove(self)
+            finalize_share_data()  # forget this workspace's in-memory state
+            self._rag = None
+            self._loop = None
+
+    def _require_open(self) -> Any:
+        if self._rag is None:
+            raise ConfigurationError("LightRAGIndex used outside `async with`")
+        if asyncio.get_running_loop() is not self._loop:
+            raise ConfigurationError("LightRAGIndex used from another event loop than the one that opened it")
+        return self._rag
+
+    # -- writes ---------------------------------------------------------------------------------
+
+    async def upsert(self, docs: Sequence[IndexDocument], on_progress: Callable[[int], None] | None = None) -> None:
+        rag = self._require_open()
+        for doc in docs:
+            if not doc.doc_id or "/" in doc.doc_id or "\\" in doc.doc_id:
+                raise InvalidArgument(f"document id {doc.doc_id!r} must be non-empty without path separators")
+        if len({doc.doc_id for doc in docs}) != len(docs):
+            raise InvalidArgument("duplicate document ids in one upsert")
+        size = self._settings.insert_batch_size
+        done = 0
+        for start in range(0, len(docs), size):
+            batch = [doc for doc in docs[start : start + size] if not await self._unchanged(doc)]
+            if batch:
+                await self.delete([doc.doc_id for doc in batch])
+                ids = [doc.doc_id for doc in batch]
+                try:
+                    await rag.ainsert([doc.text for doc in batch], ids=ids, file_paths=ids)
+                except Exception as exc:
+                    raise IndexError_(f"LightRAG insert failed: {exc}") from exc
+                await self._raise_on_failures(ids)
+            done += len(docs[start : start + size])
+            if on_progress is not None:
+                on_progress(done)
+
+    async def _unchanged(self, doc: IndexDocument) -> bool:
+        status = await self._rag.doc_status.get_by_id(doc.doc_id)
+        if not status or status.get("status") != DocStatus.PROCESSED:
+            return False
+        stored = await self._rag.full_docs.get_by_id(doc.doc_id)
+        return bool(stored) and stored.get("content") == doc.text
+
+    async def _raise_on_failures(self, doc_ids: list[str]) -> None:
+        for doc_id in doc_ids:
+            status = await self._rag.doc_status.get_by_id(doc_id)
+            if not status or status.get("status") != DocStatus.PROCESSED:
+                state = status.get("status") if status else "missing"
+                error = status.get("error_msg") if status else None
+                raise IndexError_(f"LightRAG did not process {doc_id}: {state} {error or ''}".strip())
+
+    async def delete(self, doc_ids: Sequence[str]) -> None:
+        rag = self._require_open()
+        for doc_id in doc_ids:
+            if not await rag.doc_status.get_by_id(doc_id):
+                continue  # LightRAG would log a warning for an unknown id
+            try:
+                result = await rag.adelete_by_doc_id(doc_id, delete_llm_cache=False)
+            except Exception as exc:
+                raise IndexError_(f"LightRAG delete of {doc_id} failed: {exc}") from exc
+            if result.status not in ("success", "not_found"):
+                raise IndexError_(f"LightRAG delete of {doc_id} failed: {result.status} {result.message}")
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    async def indexed_doc_ids(self) -> set[str]:
+        rag = self._require_open()
+        processed = await rag.doc_status.get_docs_by_statuses([DocStatus.PROCESSED])
+        return set(processed)
+
+    async def query(self, text: str, top_k: int) -> RawResults:
+        rag = self._require_open()
+        if top_k < 1:
+            raise InvalidArgument("top_k must be at least 1")
+        high, low = await asyncio.to_thread(self._extractor.keywords, text)
+        param = QueryParam(
+            mode="mix",
+            top_k=top_k,
+            chunk_top_k=top_k,
+            hl_keywords=high,
+            ll_keywords=low,
+            enable_rerank=False,
+            stream=False,
+        )
+        try:
+            result = await rag.aquery_data(text, param)
+        except Exception as exc:
+            raise IndexError_(f"LightRAG query failed: {exc}") from exc
+        data = result.get("data") or {}
+        chunks = data.get("chunks") or []
+        entities = data.get("entities") or []
+        relations = data.get("relationships") or []
+
+        entity_sources = await self._tracked_chunks(rag.entity_chunks, [e["entity_name"] for e in entities])
+        relation_keys = [make_relation_chunk_key(r["src_id"], r["tgt_id"]) for r in relations]
+        relation_sources = await self._tracked_chunks(rag.relation_chunks, relation_keys)
+        all_chunk_ids = {c["chunk_id"] for c in chunks if c.get("chunk_id")}
+        for ids in [*entity_sources, *relation_sources]:
+            all_chunk_ids.update(ids)
+        doc_of = await self._doc_of_chunks(sorted(all_chunk_ids))
+
+        chunk_hits = [
+            ChunkHit(chunk_id=c["chunk_id"], doc_id=doc_of[c["chunk_id"]], text=c.get("content", ""), rank=rank)
+            for rank, c in enumerate((c for c in chunks if c.get("chunk_id") in doc_of), start=1)
+        ]
+        return RawResults(
+            chunks=chunk_hits,
+            entities=_graph_hits("entity", [e["entity_name"] for e in entities], entities, entity_sources, doc_of),
+            relations=_graph_hits(
+                "relation", [f"{r['src_id']} -> {r['tgt_id']}" for r in relations], relations, relation_sources, doc_of
+            ),
+        )
+
+    @staticmethod
+    async def _tracked_chunks(storage: Any, keys: list[str]) -> list[list[str]]:
+        rows = await storage.get_by_ids(keys) if keys else []
+        return [list((row or {}).get("chunk_ids") or []) for row in rows]
+
+    async def _doc_of_chunks(self, chunk_ids: list[str]) -> dict[str, str]:
+        rows = await self._rag.text_chunks.get_by_ids(chunk_ids) if chunk_ids else []
+        return {cid: row["full_doc_id"] for cid, row in zip(chunk_ids, rows, strict=True) if row and row.get("full_doc_id")}
+
+
+def _graph_hits(
+    kind: Literal["entity", "relation"],
+    names: list[str],
+    records: list[dict[str, Any]],
+    sources: list[list[str]],
+    doc_of: dict[str, str],
+) -> list[GraphHit]:
+    """Hits for entities/relations with at least one surviving supporting document, ranked in order."""
+    hits: list[GraphHit] = []
+    for name, record, chunk_ids in zip(names, records, sources, strict=True):
+        doc_ids = frozenset(doc_of[cid] for cid in chunk_ids if cid in doc_of)
+        if doc_ids:
+            description = (record.get("description") or "").replace(GRAPH_FIELD_SEP, "\n")
+            hits.append(GraphHit(kind, name, description, doc_ids, rank=len(hits) + 1))
+    return hits

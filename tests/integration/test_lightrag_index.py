@@ -1,0 +1,112 @@
+"""Real LightRAG 1.5.7 on file storages in tmp_path, with the offline providers."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core.errors import ConfigurationError, InvalidArgument
+from core.providers.local import LocalEmbedder, LocalExtractor
+from core.settings import LightRAGSettings
+from retrievers.lightrag_adapter import IndexDocument, LightRAGIndex, SemanticIndex
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+DOCS = [
+    IndexDocument("page:1", "Apache Hive uses HiveServer2 to serve JDBC clients. HiveServer2 supports Kerberos."),
+    IndexDocument("page:2", "The Hive Metastore stores table schemas in MySQL. HiveServer2 reads schemas from the Metastore."),
+    IndexDocument("page:3", "Apache Spark reads Hive tables through the Metastore and Thrift."),
+]
+
+
+@pytest.fixture(scope="module")
+def embedder() -> LocalEmbedder:
+    return LocalEmbedder()
+
+
+@pytest.fixture(scope="module")
+def extractor() -> LocalExtractor:
+    return LocalExtractor()
+
+
+def open_index(path: Path, embedder: LocalEmbedder, extractor: LocalExtractor) -> LightRAGIndex:
+    return LightRAGIndex(LightRAGSettings(workspace="test"), path, embedder, extractor)
+
+
+async def test_insert_query_delete_update(tmp_path: Path, embedder: LocalEmbedder, extractor: LocalExtractor) -> None:
+    progress: list[int] = []
+    async with open_index(tmp_path, embedder, extractor) as index:
+        typed: SemanticIndex = index
+        await typed.upsert(DOCS, on_progress=progress.append)
+        assert progress == [3]
+        assert await index.indexed_doc_ids() == {"page:1", "page:2", "page:3"}
+
+        results = await index.query("How does HiveServer2 talk to JDBC clients?", top_k=5)
+        by_chunk = {hit.doc_id: hit.text for hit in results.chunks}
+        assert by_chunk["page:1"] == DOCS[0].text
+        assert all(hit.text == next(d.text for d in DOCS if d.doc_id == hit.doc_id) for hit in results.chunks)
+        shared = next(hit for hit in results.entities if hit.name == "HiveServer2")
+        assert shared.doc_ids == {"page:1", "page:2"}
+        assert all(hit.doc_ids for hit in [*results.entities, *results.relations])
+
+        await index.delete(["page:2", "page:never-indexed"])
+        assert await index.indexed_doc_ids() == {"page:1", "page:3"}
+        results = await index.query("HiveServer2 Metastore MySQL schemas", top_k=5)
+        assert "page:2" not in {hit.doc_id for hit in results.chunks}
+        shared = next(hit for hit in results.entities if hit.name == "HiveServer2")
+        assert shared.doc_ids == {"page:1"}
+        assert all("page:2" not in hit.doc_ids for hit in [*results.entities, *results.relations])
+
+        changed = IndexDocument("page:1", "Apache Hive now runs queries on Tez instead of MapReduce.")
+        await index.upsert([changed])
+        results = await index.query("Tez MapReduce HiveServer2", top_k=5)
+        texts = [hit.text for hit in results.chunks if hit.doc_id == "page:1"]
+        assert texts == [changed.text]
+        assert await index.indexed_doc_ids() == {"page:1", "page:3"}
+
+
+async def test_reopen_persists_and_workspaces_do_not_leak(
+    tmp_path: Path, embedder: LocalEmbedder, extractor: LocalExtractor
+) -> None:
+    async with open_index(tmp_path / "a", embedder, extractor) as index:
+        await index.upsert(DOCS[:1])
+    async with open_index(tmp_path / "b", embedder, extractor) as other:
+        assert await other.indexed_doc_ids() == set()
+    async with open_index(tmp_path / "a", embedder, extractor) as index:
+        assert await index.indexed_doc_ids() == {"page:1"}
+        assert (await index.query("HiveServer2", top_k=3)).chunks[0].doc_id == "page:1"
+
+
+async def test_guards(tmp_path: Path, embedder: LocalEmbedder, extractor: LocalExtractor, monkeypatch: pytest.MonkeyPatch) -> None:
+    async with open_index(tmp_path / "a", embedder, extractor) as index:
+        with pytest.raises(ConfigurationError, match="already open in this process"):
+            await open_index(tmp_path / "b", embedder, extractor).__aenter__()
+        with pytest.raises(InvalidArgument):
+            await index.upsert([IndexDocument("spaces/HIVE/page", "text")])
+    monkeypatch.setenv("ENTITY_TYPES", "person")
+    with pytest.raises(ConfigurationError, match="ENTITY_TYPES"):
+        await open_index(tmp_path / "c", embedder, extractor).__aenter__()
+    with pytest.raises(ConfigurationError, match="outside"):
+        await index.query("x", top_k=1)
+
+
+def test_import_ignores_dotenv_and_keeps_root_logger(tmp_path: Path) -> None:
+    """LightRAG reads ``.env`` from the CWD at import and nano_vectordb raises the root logger to INFO."""
+    (tmp_path / ".env").write_text("WAYFINDER_LEAK=from-dotenv\nTOP_K=1\n")
+    (tmp_path / "config.ini").write_text("[neo4j]\nuri = bolt://elsewhere\n")
+    probe = (
+        "import logging, os\n"
+        "import retrievers.lightrag_adapter\n"
+        "from lightrag import QueryParam\n"
+        "print(os.environ.get('WAYFINDER_LEAK'), QueryParam().top_k, logging.getLogger().level)\n"
+    )
+    env = {"PYTHONPATH": str(Path(__file__).resolve().parents[2]), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True, check=True)
+    leaked, top_k, root_level = out.stdout.split()
+    assert leaked == "None"
+    assert top_k != "1"
+    assert int(root_level) == logging.WARNING

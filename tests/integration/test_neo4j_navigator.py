@@ -1,0 +1,59 @@
+"""The page tree in the real Neo4j: order, breadcrumbs, idempotent sync, moves and deletions."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.models import Page, Space
+from core.settings import Settings
+from navigator.store import Neo4jStore
+
+SPACE = Space(key="NAVT", name="Navigation test", url="u")
+
+
+def page(pid: int, parent: int | None, position: int) -> Page:
+    return Page(
+        page_id=str(pid), space_key="NAVT", title=f"P{pid}", parent_id=str(parent) if parent else None,
+        position=position, url=f"u/{pid}", markdown=f"body {pid}",
+    )
+
+
+TREE = [page(900001, None, 0), page(900002, 900001, 0), page(900003, 900001, 1), page(900004, 900003, 0)]
+
+
+@pytest.fixture
+async def store(services: Settings):
+    async with Neo4jStore(services.neo4j) as opened:
+        await opened.sync_space(SPACE, TREE)
+        yield opened
+
+
+async def test_children_in_order_and_breadcrumbs(store: Neo4jStore):
+    assert [c.id for c in await store.children("space:NAVT", -1, 10)] == ["page:900001"]
+    assert [c.id for c in await store.children("page:900001", -1, 10)] == ["page:900002", "page:900003"]
+    assert [c.id for c in await store.children("page:900001", 0, 10)] == ["page:900003"]
+    summary = (await store.summaries(["page:900004"]))["page:900004"]
+    assert [c.id for c in summary.ancestors] == ["page:900001", "page:900003"]
+    assert await store.kind_of("space:NAVT") == "space" and await store.kind_of("page:900004") == "page"
+    assert await store.kind_of("page:1") is None
+
+
+async def test_sync_twice_moves_and_prunes(store: Neo4jStore):
+    await store.sync_space(SPACE, TREE)
+    assert len(await store.children("page:900001", -1, 10)) == 2
+    moved = [TREE[0], TREE[1], TREE[2], page(900004, 900002, 0)]  # 900004 moves under 900002
+    await store.sync_space(SPACE, moved)
+    assert [c.id for c in await store.children("page:900002", -1, 10)] == ["page:900004"]
+    assert await store.children("page:900003", -1, 10) == []
+    await store.sync_space(SPACE, moved[:3])  # 900004 deleted at the source
+    assert await store.page("page:900004") is None
+    content = await store.page("page:900002")
+    assert content is not None and content.markdown == "body 900002"
+
+
+async def test_hive_slice_tree_matches_the_space_index(indexed, services: Settings):
+    async with Neo4jStore(services.neo4j) as store:
+        children = await store.children("page:27362076", -1, 10)
+        assert [c.id for c in children] == ["page:55156221", "page:34835119"]
+        ldap = (await store.summaries(["page:58852417"]))["page:58852417"]
+        assert [c.title for c in ldap.ancestors] == ["AdminManual SettingUpHiveServer", "Setting Up HiveServer2"]

@@ -1,0 +1,126 @@
+"""The offline providers: deterministic extraction in LightRAG's record format, refusals, tokenizer."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from core.errors import ConfigurationError
+from core.providers.base import Embedder, Extractor
+from core.providers.local import (
+    COMPLETION_DELIMITER,
+    TUPLE_DELIMITER,
+    LocalEmbedder,
+    LocalExtractor,
+    RegexTokenizer,
+    local_llm_func,
+    render_extraction,
+)
+
+SAMPLE = (
+    "Apache Hive uses HiveServer2 to serve JDBC clients. "
+    "Set hive.exec.parallel to true in hive-site.xml to run stages in parallel."
+)
+KOREAN = "하이브 메타스토어는 테이블 스키마를 MySQL에 저장한다."
+
+
+@pytest.fixture(scope="module")
+def extractor() -> LocalExtractor:
+    return LocalExtractor()
+
+
+def extraction_prompt(text: str) -> str:
+    """The shape of LightRAG 1.5.7's text-mode extraction user prompt."""
+    return (
+        "---Task---\nExtract entities and relationships from the `---Input Text---` section below.\n\n"
+        f"---Input Text---\n```\n{text}\n```\n\n---Output---\n"
+    )
+
+
+def test_providers_satisfy_protocols(extractor: LocalExtractor) -> None:
+    assert isinstance(extractor, Extractor)
+    assert isinstance(LocalEmbedder(), Embedder)
+
+
+def test_extraction_is_deterministic(extractor: LocalExtractor) -> None:
+    assert extractor.extract(SAMPLE) == LocalExtractor().extract(SAMPLE)
+
+
+def test_finds_named_and_technical_entities(extractor: LocalExtractor) -> None:
+    names = {name for name, _type, _desc in extractor.extract(SAMPLE).entities}
+    assert {"Apache Hive", "HiveServer2", "JDBC", "hive.exec.parallel", "hive-site.xml"} <= names
+
+
+def test_relation_from_cooccurrence_in_one_sentence(extractor: LocalExtractor) -> None:
+    extraction = extractor.extract(SAMPLE)
+    pairs = {frozenset((src, tgt)): desc for src, tgt, _kw, desc in extraction.relations}
+    assert pairs[frozenset(("Apache Hive", "HiveServer2"))].startswith("Apache Hive uses HiveServer2")
+    assert frozenset(("HiveServer2", "hive.exec.parallel")) not in pairs  # different sentences
+
+
+def test_korean_text_yields_nouns(extractor: LocalExtractor) -> None:
+    names = {name for name, _type, _desc in extractor.extract(KOREAN).entities}
+    assert {"메타스토어", "스키마", "MySQL"} <= names
+
+
+def test_query_keywords(extractor: LocalExtractor) -> None:
+    high, low = extractor.keywords("How does HiveServer2 use Kerberos authentication?")
+    assert "HiveServer2" in low
+    assert high
+
+
+async def test_rendered_extraction_parses_with_lightrag(extractor: LocalExtractor) -> None:
+    from lightrag.operate import _process_extraction_result  # private, but the real parser
+
+    extraction = extractor.extract(SAMPLE)
+    rendered = render_extraction(extraction)
+    assert rendered.endswith(COMPLETION_DELIMITER)
+    nodes, edges = await _process_extraction_result(rendered, "chunk-1", 0, "page:1", TUPLE_DELIMITER)
+    assert set(nodes) == {name for name, _t, _d in extraction.entities}
+    assert len(edges) == len(extraction.relations)
+
+
+async def test_llm_func_answers_extraction_prompt(extractor: LocalExtractor) -> None:
+    answer = await local_llm_func(extraction_prompt(SAMPLE), "system", extractor=extractor)
+    assert answer == render_extraction(extractor.extract(SAMPLE))
+
+
+async def test_llm_func_answers_gleaning_with_nothing(extractor: LocalExtractor) -> None:
+    prompt = "---Task---\nBased on the last extraction task, identify and extract any missed or incorrectly"
+    assert await local_llm_func(prompt, history_messages=[{}], extractor=extractor) == COMPLETION_DELIMITER
+
+
+async def test_llm_func_merges_descriptions(extractor: LocalExtractor) -> None:
+    lines = "\n".join(json.dumps({"Description": d}) for d in ["Hive is a warehouse.", "Hive runs SQL.", "Hive is a warehouse."])
+    prompt = (
+        "Your task is to synthesize a list of descriptions of a given entity.\n"
+        "The summary's total length must not exceed 5 tokens.\n"
+        f"Entity Name: Hive\n\nDescription List:\n\n```\n{lines}\n```\n\n---Output---\n"
+    )
+    answer = await local_llm_func(prompt, extractor=extractor)
+    assert answer == "Hive is a warehouse. …"
+
+
+async def test_llm_func_refuses_other_prompts(extractor: LocalExtractor) -> None:
+    with pytest.raises(ConfigurationError, match="query keywords"):
+        await local_llm_func("---Role---\nYou are a helpful assistant. Answer the query.", extractor=extractor)
+
+
+@pytest.mark.parametrize("text", ["", "plain words", "Hello,  world!\n\t한국어 텍스트 ok. ", "a<|#|>b\x00c"])
+def test_tokenizer_round_trips(text: str) -> None:
+    tokenizer = RegexTokenizer()
+    assert tokenizer.decode(tokenizer.encode(text)) == text
+
+
+def test_tokenizer_counts_words_and_punctuation() -> None:
+    assert len(RegexTokenizer().encode("Set hive.exec.parallel=true.")) == 9
+
+
+async def test_embedder_is_lazy_and_512_wide() -> None:
+    embedder = LocalEmbedder()
+    assert embedder._model is None  # nothing loaded by the constructor
+    vectors = await embedder.embed(["Apache Hive", "하이브"])
+    assert vectors.shape == (2, 512) and vectors.dtype == np.float32
+    assert (await embedder.embed([])).shape == (0, 512)

@@ -1,0 +1,100 @@
+import pytest
+
+from authz.base import Check
+from authz.fake import FakeAuthorizer
+from authz.gate import Gate
+from core.errors import InvalidArgument, NotFound
+from core.models import Page, Principal, Space
+from navigator.fake import FakeNavigatorStore
+from navigator.navigator import Navigator
+
+SPACE = Space(key="S", name="Space", url="u")
+
+
+def page(pid: str, parent: str | None, position: int, markdown: str = "text\n") -> Page:
+    return Page(page_id=pid, space_key="S", title=f"T{pid}", parent_id=parent, position=position, url=f"u/{pid}", markdown=markdown)
+
+
+PAGES = [
+    page("1", None, 0, "intro\n\n# Setup\n\nsteps\n\n## Setup\n\nmore\n\n```\n# not a heading\n```\n"),
+    page("2", "1", 0),
+    page("3", "1", 1),
+    page("4", "1", 2),
+    page("5", "1", 3),
+    page("6", "3", 0),
+]
+
+
+async def navigator_for(*visible: str) -> tuple[Navigator, Gate]:
+    store = FakeNavigatorStore()
+    await store.sync_space(SPACE, PAGES)
+    gate = Gate(FakeAuthorizer([Check("user:bob", "viewer", o) for o in visible]), Principal(user="bob"))
+    return Navigator(store), gate
+
+
+async def test_children_skip_hidden_pages_and_pages_never_end_empty():
+    nav, gate = await navigator_for("space:S", "page:1", "page:2", "page:4")
+    first = await nav.list_children(gate, "page:1", None, 1)
+    assert [c.id for c in first.items] == ["page:2"] and first.next_cursor
+    second = await nav.list_children(gate, "page:1", first.next_cursor, 1)
+    assert [c.id for c in second.items] == ["page:4"]
+    assert second.next_cursor is None  # page:5 is hidden: no cursor to an empty page
+    assert {r.object for r in gate.records} >= {"page:1", "page:2", "page:3", "page:4", "page:5"}
+
+
+async def test_children_of_hidden_and_missing_nodes_are_the_same_not_found():
+    nav, gate = await navigator_for("space:S", "page:1")
+    with pytest.raises(NotFound) as hidden:
+        await nav.list_children(gate, "page:3", None, 10)
+    with pytest.raises(NotFound) as missing:
+        await nav.list_children(gate, "page:999", None, 10)
+    assert type(hidden.value) is type(missing.value)
+
+
+async def test_forged_or_foreign_cursors_are_rejected():
+    nav, gate = await navigator_for("space:S", "page:1", "page:2", "page:4")
+    good = (await nav.list_children(gate, "page:1", None, 1)).next_cursor
+    for bad in ("garbage", good + "x"):
+        with pytest.raises(InvalidArgument, match="invalid cursor"):
+            await nav.list_children(gate, "page:1", bad, 1)
+    with pytest.raises(InvalidArgument):
+        await nav.list_children(gate, "space:S", good, 1)  # cursor of another node
+
+
+async def test_limit_is_validated():
+    nav, gate = await navigator_for("space:S")
+    with pytest.raises(InvalidArgument, match="limit"):
+        await nav.list_children(gate, "space:S", None, 0)
+
+
+async def test_read_page_outline_sections_and_breadcrumb():
+    nav, gate = await navigator_for("space:S", "page:1", "page:3", "page:6")
+    view = await nav.read_page(gate, "page:6")
+    assert [c.id for c in view.breadcrumb] == ["page:1", "page:3"]
+    root = await nav.read_page(gate, "page:1")
+    assert [o["slug"] for o in root.outline] == ["intro", "setup", "setup-2"]
+    section = await nav.read_page(gate, "page:1", "setup-2")
+    assert section.markdown.startswith("## Setup") and "# not a heading" in section.markdown
+    with pytest.raises(InvalidArgument, match="no section"):
+        await nav.read_page(gate, "page:1", "missing")
+
+
+async def test_breadcrumb_stops_at_first_hidden_ancestor():
+    nav, gate = await navigator_for("space:S", "page:6", "page:1")
+    view = await nav.read_page(gate, "page:6")
+    assert view.breadcrumb == ()
+
+
+async def test_list_spaces_only_visible():
+    nav, gate = await navigator_for()
+    assert await nav.list_spaces(gate) == []
+    nav, gate = await navigator_for("space:S")
+    assert [s["id"] for s in await nav.list_spaces(gate)] == ["space:S"]
+
+
+async def test_fetch_rejects_non_page_ids():
+    nav, gate = await navigator_for("space:S")
+    with pytest.raises(InvalidArgument):
+        await nav.read_page(gate, "space:S")
+    with pytest.raises(InvalidArgument):
+        await nav.read_page(gate, "page:abc")
