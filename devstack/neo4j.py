@@ -10,7 +10,7 @@ from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
-from core.errors import ServiceError, ToolMissing
+from core.errors import ConfigurationError, ServiceError, ToolMissing
 from core.settings import Settings
 from devstack.process import Port, ServiceFiles, start_detached
 
@@ -143,25 +143,15 @@ class Neo4jService:
 
     def is_healthy(self) -> bool:
         """True once the configured database answers a query with the configured password."""
-        # Imported here: only the devstack health check needs the driver, and only when it runs.
-        from neo4j import GraphDatabase
-        from neo4j.exceptions import AuthError, DriverError, Neo4jError
+        from navigator.store import answers  # the one module that talks to Neo4j
 
-        auth = (self._neo.user, self._neo.password.get_secret_value())
         try:
-            with GraphDatabase.driver(self._neo.uri, auth=auth, connection_timeout=2.0) as driver:
-                # An auto-commit query, not execute_query: that one retries with backoff for 30 s and
-                # would turn a 3 s start into 8 s. The poll loop is the retry.
-                with driver.session(database=self._neo.database) as session:
-                    session.run("RETURN 1").consume()
-        except AuthError as exc:
+            return answers(self._neo)
+        except ConfigurationError as exc:
             raise ServiceError(
-                f"Neo4j at {self._neo.uri} refused the configured password. The store in {self.data_dir} was "
-                "created with another one: remove that directory to start afresh, or set WAYFINDER_NEO4J__PASSWORD."
+                f"{exc}. The store in {self.data_dir} was created with another one: remove that directory "
+                "to start afresh, or set WAYFINDER_NEO4J__PASSWORD."
             ) from exc
-        except (DriverError, Neo4jError, OSError):  # not listening yet, database still starting
-            return False
-        return True
 
     def _set_initial_password(self) -> None:
         # `neo4j-admin dbms set-initial-password` writes data/dbms/auth.ini, which Neo4j reads on the

@@ -1,7 +1,7 @@
 """The one map from Wayfinder exceptions to the few stable MCP errors agents see.
 
 Messages carry no internal detail: what failed inside is logged, never returned. A hidden object
-and a missing one produce the same bytes, because NotFound carries only the id the caller sent.
+and a missing one produce the same bytes: the not_found message names neither.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ log = logging.getLogger("wayfinder.mcp")
 
 def to_tool_error(exc: BaseException) -> ToolError:
     if isinstance(exc, NotFound):
-        return ToolError(f"not_found: no page or space {str(exc)!r} is available")
+        return ToolError("not_found: no such page or space, or it is not visible to you")
     if isinstance(exc, InvalidArgument):
         return ToolError(f"invalid_argument: {exc}")
     if isinstance(exc, AuthorizationUnavailable):

@@ -18,6 +18,24 @@ from navigator.base import ChildPage, Crumb, PageContent, PageSummary
 WRITE_BATCH = 200
 
 
+def answers(settings: Neo4jSettings) -> bool:
+    """Health probe for the local stack: does the database answer a query with our password?
+
+    Raises ConfigurationError when the password is refused (waiting will not help). A plain
+    auto-commit query, not execute_query, which retries with backoff for 30 s on its own.
+    """
+    auth = (settings.user, settings.password.get_secret_value())
+    try:
+        with neo4j.GraphDatabase.driver(settings.uri, auth=auth, connection_timeout=2.0) as driver:
+            with driver.session(database=settings.database) as session:
+                session.run("RETURN 1").consume()
+    except neo4j.exceptions.AuthError as exc:
+        raise ConfigurationError(f"Neo4j at {settings.uri} refused the configured password") from exc
+    except (neo4j.exceptions.DriverError, neo4j.exceptions.Neo4jError, OSError):
+        return False
+    return True
+
+
 class Neo4jStore:
     def __init__(self, settings: Neo4jSettings) -> None:
         self._settings = settings

@@ -19,6 +19,8 @@ CORPUS = REPO.parent / "shared" / "corpora" / "apache-hive-wiki"
 
 # A slice of the Hive space that holds every permission case: the restricted DesignDocs
 # subtree (committers only), the page restricted to bob, and unrestricted trees.
+SLOW_TIMEOUT_S = 1200
+
 SLICE_ROOTS = {
     "27362075",  # DesignDocs (restricted to hive-committers), with its 42 descendants
     "27362079",  # AdminManual SettingUpHiveServer → Setting Up HiveServer2 → LDAP filter page
@@ -76,3 +78,5 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         tier = Path(item.path).parent.name
         if tier in {"integration", "e2e"}:
             item.add_marker(getattr(pytest.mark, tier))
+            # The first test of a session also pays for starting the stack and indexing the slice.
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))

@@ -1,0 +1,51 @@
+"""Fail closed: with OpenFGA stopped, every tool answers authorization_unavailable and no data.
+
+Its own module: the server here opens the semantic index, and only one may be open per process,
+so the module-scoped server of test_mcp_http must be gone first.
+"""
+
+from __future__ import annotations
+
+from authz.client import OpenFGAClient
+from authz.tuples import confluence_tuples
+from core.settings import Settings
+from devstack import stack
+from pipeline.sinks.openfga import sync_tuples
+from pipeline.sources.hive_export import synthetic_hive_permissions
+from tests.conftest import SliceSource
+from tests.e2e.test_mcp_http import _serve, call
+
+
+async def test_openfga_down_means_authorization_unavailable_and_no_data(indexed, services: Settings, tmp_path):
+    """A server whose own OpenFGA is stopped answers every tool with authorization_unavailable."""
+    own = services.model_copy(
+        update={
+            "data_dir": tmp_path / "run",
+            "openfga": services.openfga.model_copy(update={"http_port": 38090, "grpc_port": 38091}),
+        }
+    )
+    stack.up(own, only={"openfga"})
+    try:
+        pages = await SliceSource(own.corpus_dir).pages("HIVE")
+        async with OpenFGAClient(own.openfga, provision=True) as fga:
+            await sync_tuples(fga, confluence_tuples("HIVE", pages, synthetic_hive_permissions()))
+        observed: list = []
+        uv, task = await _serve(own, 38766, observed)
+        url = "http://127.0.0.1:38766/mcp"
+        try:
+            assert (await call(url, "alice", "list_spaces"))["spaces"]  # works while OpenFGA runs
+            stack.down(own, only={"openfga"})
+            calls = [
+                ("search", {"query": "HiveServer2 LDAP"}),
+                ("fetch", {"id": "page:58852417"}),
+                ("list_spaces", {}),
+                ("list_children", {"id": "space:HIVE"}),
+            ]
+            for tool, args in calls:
+                result = await call(url, "alice", tool, **args)
+                assert isinstance(result, str) and result.startswith("authorization_unavailable:"), (tool, result)
+        finally:
+            uv.should_exit = True
+            await task
+    finally:
+        stack.down(own, only={"openfga"})

@@ -1,0 +1,186 @@
+"""A real MCP client over streamable HTTP against the server on the real stack (OpenFGA, Neo4j,
+LightRAG), with bearer tokens. What each user gets back is checked against the Hive permissions."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Iterator
+from functools import partial
+from typing import Any
+
+import pytest
+import uvicorn
+from fastmcp import Client
+from fastmcp.exceptions import ToolError
+
+from authz.gate import Gate
+from core.settings import Settings
+from mcp_app.auth import StaticTokens, http_identity
+from mcp_app.server import create_server, open_services
+from tests.conftest import SliceSource
+
+TOKENS = {"alice": "tok-alice-e2e", "bob": "tok-bob-e2e", "carol": "tok-carol-e2e"}
+DESIGN_DOCS = "27362075"
+DESIGN_QUERIES = ["correlation optimizer", "Hive on Tez design", "column statistics in Hive", "DesignDocs proposals"]
+OPEN_QUERIES = ["HiveServer2 LDAP authentication", "schema tool metastore"]
+TYPED_ID = re.compile(r"^(page|space):[A-Za-z0-9]+$")
+
+
+async def _serve(settings: Settings, port: int, observed: list) -> tuple[uvicorn.Server, asyncio.Task]:
+    server = create_server(
+        partial(open_services, settings),
+        http_identity,
+        auth=StaticTokens({token: user for user, token in TOKENS.items()}),
+        observe=lambda tool, gate, result: observed.append((tool, gate, result)),
+    )
+    config = uvicorn.Config(server.http_app(path="/mcp"), host="127.0.0.1", port=port, lifespan="on", log_level="warning")
+    uv = uvicorn.Server(config)
+    task = asyncio.create_task(uv.serve())
+    for _ in range(600):
+        if uv.started or task.done():
+            break
+        await asyncio.sleep(0.05)
+    assert uv.started, "MCP server did not start"
+    return uv, task
+
+
+@pytest.fixture(scope="module")
+async def mcp_url(indexed, services: Settings):
+    observed: list[tuple[str, Gate, dict[str, Any]]] = []
+    uv, task = await _serve(services, services.mcp.port, observed)
+    yield f"http://127.0.0.1:{services.mcp.port}/mcp", observed
+    uv.should_exit = True
+    await task
+
+
+@pytest.fixture(scope="module")
+async def restricted(services: Settings) -> set[str]:
+    """Ids of the DesignDocs subtree (committers only) in the indexed slice."""
+    pages = await SliceSource(services.corpus_dir).pages("HIVE")
+    inside = {DESIGN_DOCS}
+    for page in pages:  # parents come first
+        if page.parent_id in inside:
+            inside.add(page.page_id)
+    return {f"page:{pid}" for pid in inside}
+
+
+async def call(url: str, user: str, tool: str, **args: Any) -> dict[str, Any] | str:
+    async with Client(url, auth=TOKENS[user]) as client:
+        try:
+            return (await client.call_tool(tool, args)).structured_content
+        except ToolError as exc:
+            return str(exc)
+
+
+def ids_in(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        if TYPED_ID.match(value):
+            yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from ids_in(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from ids_in(item)
+
+
+async def walk_tree(url: str, user: str) -> set[str]:
+    """Every page reachable through list_children from the space root."""
+    seen: set[str] = set()
+    frontier = ["space:HIVE"]
+    while frontier:
+        node = frontier.pop()
+        cursor = None
+        while True:
+            args = {"id": node, "limit": 7} | ({"cursor": cursor} if cursor else {})
+            result = await call(url, user, "list_children", **args)
+            assert isinstance(result, dict), result
+            for child in result["children"]:
+                seen.add(child["id"])
+                frontier.append(child["id"])
+            cursor = result["next_cursor"]
+            if not cursor:
+                break
+    return seen
+
+
+async def test_bob_never_sees_the_restricted_subtree(mcp_url, restricted):
+    url, _ = mcp_url
+    bob_tree, alice_tree = await walk_tree(url, "bob"), await walk_tree(url, "alice")
+    assert restricted <= alice_tree  # the control: the subtree exists and is reachable
+    assert not bob_tree & restricted and len(bob_tree) > 5
+    spaces = await call(url, "bob", "list_spaces")
+    assert [s["id"] for s in spaces["spaces"]] == ["space:HIVE"]
+    alice_found = set()
+    for query in DESIGN_QUERIES:
+        bob = await call(url, "bob", "search", query=query, top_k=10, response_format="detailed")
+        alice = await call(url, "alice", "search", query=query, top_k=10, response_format="detailed")
+        assert not set(ids_in(bob)) & restricted, query
+        alice_found |= set(ids_in(alice)) & restricted
+    assert alice_found  # alice does find the design documents bob must not see
+    for page in sorted(restricted)[:10]:
+        assert (await call(url, "bob", "fetch", id=page)).startswith("not_found:")
+        assert (await call(url, "alice", "fetch", id=page))["id"] == page
+
+
+async def test_entities_from_restricted_pages_are_not_shown_to_bob(mcp_url, restricted):
+    url, _ = mcp_url
+    alice_restricted_entities = 0
+    for query in DESIGN_QUERIES:
+        bob = await call(url, "bob", "search", query=query, top_k=10, response_format="detailed")
+        alice = await call(url, "alice", "search", query=query, top_k=10, response_format="detailed")
+        for item in bob["entities"] + bob["relations"]:
+            assert item["evidence"] and not set(item["evidence"]) & restricted, item["name"]
+        alice_restricted_entities += sum(
+            bool(set(item["evidence"]) & restricted) for item in alice["entities"] + alice["relations"]
+        )
+    assert alice_restricted_entities > 0
+
+
+async def test_hidden_and_missing_pages_give_byte_identical_errors(mcp_url):
+    url, _ = mcp_url
+    hidden = await call(url, "bob", "fetch", id=f"page:{DESIGN_DOCS}")
+    missing = await call(url, "bob", "fetch", id="page:99999999")
+    assert hidden == missing and hidden.startswith("not_found:")
+    hidden_children = await call(url, "bob", "list_children", id=f"page:{DESIGN_DOCS}")
+    missing_children = await call(url, "bob", "list_children", id="page:99999999")
+    assert hidden_children == missing_children == hidden
+
+
+async def test_carol_sees_nothing(mcp_url):
+    url, _ = mcp_url
+    assert (await call(url, "carol", "list_spaces"))["spaces"] == []
+    for query in DESIGN_QUERIES + OPEN_QUERIES:
+        result = await call(url, "carol", "search", query=query)
+        assert result["hits"] == result["entities"] == result["relations"] == []
+    assert (await call(url, "carol", "list_children", id="space:HIVE")).startswith("not_found:")
+    assert (await call(url, "carol", "fetch", id="page:27362069")).startswith("not_found:")
+
+
+async def test_bob_finds_open_pages(mcp_url):
+    url, _ = mcp_url
+    result = await call(url, "bob", "search", query="HiveServer2 LDAP authentication", top_k=5)
+    assert result["hits"], "bob should find the HiveServer2 pages"
+    page = await call(url, "bob", "fetch", id=result["hits"][0]["id"])
+    assert page["markdown"] and page["outline"] and page["notice"]
+
+
+async def test_every_returned_id_was_checked_and_allowed(mcp_url):
+    url, observed = mcp_url
+    for query in DESIGN_QUERIES + OPEN_QUERIES:
+        await call(url, "bob", "search", query=query, response_format="detailed")
+    await call(url, "bob", "fetch", id="page:58852417")
+    await walk_tree(url, "bob")
+    assert {tool for tool, _, _ in observed} >= {"search", "fetch", "list_spaces", "list_children"}
+    for tool, gate, result in observed:
+        returned = set(ids_in(result))
+        allowed = {r.object for r in gate.records if r.allowed}
+        assert returned <= allowed, (tool, returned - allowed)
+
+
+async def test_unknown_token_is_rejected(mcp_url):
+    url, _ = mcp_url
+    with pytest.raises(Exception):
+        async with Client(url, auth="not-a-token") as client:
+            await client.list_tools()
