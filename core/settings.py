@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_CACHE_DIR = Path.home() / ".cache" / "wayfinder"
@@ -99,6 +99,12 @@ class Settings(BaseSettings):
     neo4j: Neo4jSettings = Field(default_factory=Neo4jSettings)
     lightrag: LightRAGSettings = Field(default_factory=LightRAGSettings)
     mcp: MCPSettings = Field(default_factory=MCPSettings)
+
+    @field_validator("data_dir", "cache_dir", "corpus_dir")
+    @classmethod
+    def _absolute(cls, path: Path) -> Path:
+        # Services run in their own directories, so relative paths are fixed against the CWD now.
+        return path.expanduser().resolve()
 
     @property
     def services_dir(self) -> Path:

@@ -41,6 +41,9 @@ def run_demo(settings: Settings, console: Console, *, start_services: bool = Tru
         _wait_for_port(settings.mcp.host, settings.mcp.port, server, timeout=120)
         url = f"http://{settings.mcp.host}:{settings.mcp.port}/mcp"
         asyncio.run(show_views(url, tokens, console))
+        peak = _peak_rss_mib(server.pid)
+        if peak is not None:
+            console.print(f"MCP server peak memory (VmHWM): {peak:.0f} MiB")
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=30)
@@ -64,6 +67,17 @@ def _wait_for_port(host: str, port: int, process: subprocess.Popen[bytes], timeo
                 return
         time.sleep(0.3)
     raise ServiceError(f"the MCP server did not listen on {host}:{port} within {timeout:.0f}s")
+
+
+def _peak_rss_mib(pid: int) -> float | None:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
 
 
 async def _call(client: Client, tool: str, **arguments: object) -> dict | str:

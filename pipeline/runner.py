@@ -61,14 +61,19 @@ async def run_index(settings: Settings, source: ConfluenceSource, console: Conso
     async with semantic_index(settings) as index:
         with progress:
             task = progress.add_task("index", total=len(all_pages))
+
+            def advance(count: int) -> None:
+                progress.advance(task, count)
+                if not console.is_terminal:  # logs and CI get a line per batch instead of a bar
+                    console.print(f"indexed {int(progress.tasks[0].completed)}/{len(all_pages)} pages")
+
             indexed = await sync_index(
                 index,
                 Manifest(settings.index_dir / "manifest.json"),
                 all_pages,
                 settings.lightrag.insert_batch_size,
-                on_progress=lambda n: progress.advance(task, n),
+                on_progress=advance,
             )
-            progress.update(task, completed=len(all_pages))
     index_seconds = time.monotonic() - index_started
     console.print(
         f"LightRAG: {indexed.indexed} pages indexed, {indexed.deleted} deleted, {indexed.unchanged} unchanged "

@@ -76,13 +76,20 @@ class SemanticRetriever:
         if response_format not in SNIPPET_CHARS:
             raise InvalidArgument(f"response_format must be one of {sorted(SNIPPET_CHARS)}, got {response_format!r}")
         wanted_spaces = {ids.space_id(key) for key in spaces} if spaces else None
+        # The caller's spaces are authorized first, on every search: a user who can see no space
+        # gets nothing without the index being asked, and an unreachable OpenFGA fails the
+        # request even when the index would have found nothing.
+        searchable = {space["id"] for space in await self._navigator.list_spaces(gate)}
+        if wanted_spaces is not None:
+            searchable &= wanted_spaces
+        if not searchable:
+            return SearchResult(hits=[], entities=[], relations=[])
 
         raw = await self._index.query(query, top_k * self._overfetch)
         graph = raw.entities + raw.relations
         candidates = [c.doc_id for c in raw.chunks] + [d for g in graph for d in sorted(g.doc_ids)]
         summaries = await self._navigator.visible_summaries(gate, candidates)
-        if wanted_spaces is not None:
-            summaries = {pid: s for pid, s in summaries.items() if s.space_id in wanted_spaces}
+        summaries = {pid: s for pid, s in summaries.items() if s.space_id in searchable}
 
         visible_graph = [g for g in graph if g.doc_ids and g.doc_ids <= summaries.keys()]
         limit = SNIPPET_CHARS[response_format]

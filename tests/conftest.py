@@ -26,7 +26,6 @@ SLICE_ROOTS = {
     "27362079",  # AdminManual SettingUpHiveServer → Setting Up HiveServer2 → LDAP filter page
     "27362076",  # AdminManual Metastore Administration → Hive MetaTool, Hive Schema Tool
     "27362087",  # Development ContributorsMeetings → ContributorsMinutes110726 (bob only)
-    "27362069",  # Home
 }
 
 

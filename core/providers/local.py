@@ -18,6 +18,7 @@ Everything is deterministic: the same text always yields the same extraction.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import re
 import threading
@@ -106,18 +107,55 @@ class LocalEmbedder:
         return await asyncio.to_thread(self._encode, list(texts))
 
 
+# LightRAG's text-mode parser splits a response into records at "\n" and at the completion
+# delimiter, re-splits a record at "<d>entity<d>" / "<d>relation<d>" / "<d>relationship<d>" (its
+# recovery for records glued together), "repairs" anything resembling a damaged delimiter (``<#>``,
+# ``<|#|``, ``|#|>``, ``<X|#|Y>``, ``<|>``, ``<||``, ``<|#|>|`` …, see
+# ``lightrag.utils.fix_tuple_delimiter_corruption``) and drops empty fields. Field text must
+# therefore contain no newline and no "|" (every delimiter pattern but ``<#>`` needs one), no
+# ``<core>``, no "<" at its end or ">" at its start (``<.?|#|.?>`` swallows them), never be empty,
+# and never be exactly one of these words:
+_RECORD_WORDS = frozenset({"entity", "relation", "relationship"})
+_PIPE = "\u00a6"  # "¦" broken bar: reads like "|" in tables and code, means nothing to the parser
+
+
 def _clean_name(raw: str) -> str:
     name = " ".join(raw.split()).strip(_NAME_STRIP)
     if name.lower().startswith("the "):
         name = name[4:]
+    if name in _RECORD_WORDS:  # "<|#|>relation<|#|>" would split the record in two
+        name = name.capitalize()
     return name
 
 
 def _clean_text(raw: str, limit: int = DESCRIPTION_CHARS) -> str:
-    text = " ".join(raw.replace("<|", "< |").replace("|>", "| >").split())
+    text = " ".join(raw.split())
     if len(text) <= limit:
         return text
     return text[:limit].rsplit(" ", 1)[0] + " …"
+
+
+@functools.lru_cache(maxsize=8)
+def _bare_core(delimiter_core: str) -> re.Pattern[str]:
+    return re.compile(rf"<({re.escape(delimiter_core)})>", re.IGNORECASE)
+
+
+def _safe_field(raw: str, fallback: str = "", delimiter_core: str = "#") -> str:
+    """``raw`` on one line, with nothing LightRAG's record parser reads as structure.
+
+    Risky characters are replaced by look-alikes rather than dropped, so the text keeps its
+    meaning; an empty field becomes ``fallback`` (the parser drops empty fields, shifting the rest).
+    """
+    text = " ".join(raw.split()).replace("|", _PIPE)
+    if delimiter_core:
+        text = _bare_core(delimiter_core).sub("\u2039\\1\u203a", text)  # <#> -> ‹#›
+    if text.endswith("<"):
+        text = text[:-1] + "\u2039"
+    if text.startswith(">"):
+        text = "\u203a" + text[1:]
+    if text in _RECORD_WORDS:
+        text = text.capitalize()
+    return text or fallback
 
 
 class LocalExtractor:
@@ -233,6 +271,8 @@ class LocalExtractor:
                 note(name, kind, sentence.text, keys)
             english_verb = sentence.root.pos_ in ("VERB", "AUX") and not _HANGUL.search(sentence.text)
             verb = sentence.root.lemma_.lower() if english_verb else ""
+            if not any(c.isalpha() for c in verb):  # spaCy tags a table's "|" as a verb at times
+                verb = ""
             per_sentence.append((sentence.text, keys, verb or "mentioned together"))
 
         if not _HANGUL.search(text) and self._key_phrases:
@@ -279,13 +319,25 @@ def render_extraction(
     tuple_delimiter: str = TUPLE_DELIMITER,
     completion_delimiter: str = COMPLETION_DELIMITER,
 ) -> str:
-    """The extraction as LightRAG's text-mode records: entity rows, relation rows, completion."""
+    """The extraction as LightRAG's text-mode records: entity rows, relation rows, completion.
+
+    Every field goes through ``_safe_field``, so each row parses back as one record with all its
+    fields; rows whose entity name is empty are left out (LightRAG would drop them anyway).
+    """
     d = tuple_delimiter
-    rows = [f"entity{d}{name}{d}{kind}{d}{_clean_text(desc)}" for name, kind, desc in extraction.entities]
-    rows += [
-        f"relation{d}{src}{d}{tgt}{d}{_clean_text(keywords)}{d}{_clean_text(desc)}"
-        for src, tgt, keywords, desc in extraction.relations
-    ]
+    core = d[2:-2] if d.startswith("<|") and d.endswith("|>") else ""
+    rows: list[str] = []
+    for name, kind, desc in extraction.entities:
+        name = _safe_field(name, "", core)
+        if name:
+            kind, desc = _safe_field(kind, "other", core), _safe_field(_clean_text(desc), name, core)
+            rows.append(d.join(("entity", name, kind, desc)))
+    for src, tgt, keywords, desc in extraction.relations:
+        src, tgt = _safe_field(src, "", core), _safe_field(tgt, "", core)
+        if src and tgt:
+            keywords = _safe_field(keywords, "mentioned together", core)
+            desc = _safe_field(_clean_text(desc), f"{src} and {tgt}", core)
+            rows.append(d.join(("relation", src, tgt, keywords, desc)))
     rows.append(completion_delimiter)
     return "\n".join(rows)
 

@@ -65,6 +65,8 @@ async def sync_index(
         held = {doc: digest for doc, digest in held.items() if doc not in stale}
         manifest.save(held)
     todo = [(page, digest) for page, digest in wanted.values() if held.get(page.id) != digest]
+    if on_progress and len(wanted) > len(todo):
+        on_progress(len(wanted) - len(todo))  # already indexed and unchanged
     for start in range(0, len(todo), batch_size):
         batch = todo[start : start + batch_size]
         await index.upsert([IndexDocument(page.id, index_text(page)) for page, _ in batch])

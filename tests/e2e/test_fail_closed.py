@@ -24,6 +24,8 @@ async def test_openfga_down_means_authorization_unavailable_and_no_data(indexed,
             "openfga": services.openfga.model_copy(update={"http_port": 38090, "grpc_port": 38091}),
         }
     )
+    own.data_dir.mkdir(parents=True)
+    own.index_dir.symlink_to(services.index_dir)  # the same semantic index, an OpenFGA of its own
     stack.up(own, only={"openfga"})
     try:
         pages = await SliceSource(own.corpus_dir).pages("HIVE")

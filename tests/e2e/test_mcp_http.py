@@ -155,7 +155,7 @@ async def test_carol_sees_nothing(mcp_url):
         result = await call(url, "carol", "search", query=query)
         assert result["hits"] == result["entities"] == result["relations"] == []
     assert (await call(url, "carol", "list_children", id="space:HIVE")).startswith("not_found:")
-    assert (await call(url, "carol", "fetch", id="page:27362069")).startswith("not_found:")
+    assert (await call(url, "carol", "fetch", id="page:30758712")).startswith("not_found:")
 
 
 async def test_bob_finds_open_pages(mcp_url):

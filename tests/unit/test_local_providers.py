@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import numpy as np
 import pytest
 
 from core.errors import ConfigurationError
-from core.providers.base import Embedder, Extractor
+from core.providers.base import Embedder, Extraction, Extractor
 from core.providers.local import (
     COMPLETION_DELIMITER,
     TUPLE_DELIMITER,
@@ -80,6 +81,59 @@ async def test_rendered_extraction_parses_with_lightrag(extractor: LocalExtracto
     nodes, edges = await _process_extraction_result(rendered, "chunk-1", 0, "page:1", TUPLE_DELIMITER)
     assert set(nodes) == {name for name, _t, _d in extraction.entities}
     assert len(edges) == len(extraction.relations)
+
+
+# Field text that LightRAG 1.5.7's record parser reads as structure when emitted verbatim: record
+# separators, delimiter look-alikes its repair regexes rewrite, words it splits records at.
+HOSTILE = [
+    "a <|#|> b",
+    "x<#>y and <#|> and <|#> and <X#|> and <|#X>",
+    "a|#|>b ||#|| c <a|#|b> d<|>e f<||g <|#: <|\\#|>",
+    "early <|COMPLETE|> end and <|complete|>",
+    "| col | other | (a Markdown table row)",
+    "a || b",
+    "line one\nline two\r\nline three",
+    "ends with <",
+    "> starts with a quote marker",
+    "#### heading ## N/A",
+]
+
+
+async def test_hostile_fields_parse_back_intact(caplog: pytest.LogCaptureFixture) -> None:
+    from lightrag.operate import _process_extraction_result
+    from lightrag.utils import logger as lightrag_logger
+
+    names = [f"Name {i} {text}" for i, text in enumerate(HOSTILE)] + ["relation", "entity", "relationship"]
+    extraction = Extraction(
+        entities=[(name, "concept", text) for name, text in zip(names, HOSTILE * 2, strict=False)],
+        relations=[
+            *[(names[i], names[i + 1], text, text) for i, text in enumerate(HOSTILE)],
+            ("relation", "entity", "relation", "relationship"),
+            ("entity", "relationship", "|", ""),
+        ],
+    )
+    rendered = render_extraction(extraction)
+    lightrag_logger.addHandler(caplog.handler)  # the "lightrag" logger does not propagate
+    try:
+        with caplog.at_level(logging.INFO, logger="lightrag"):
+            nodes, edges = await _process_extraction_result(rendered, "chunk-1", 0, "page:1", TUPLE_DELIMITER)
+    finally:
+        lightrag_logger.removeHandler(caplog.handler)
+    assert [r.getMessage() for r in caplog.records if r.name == "lightrag"] == []
+    assert len(rendered.splitlines()) == len(extraction.entities) + len(extraction.relations) + 1
+    assert sum(map(len, nodes.values())) == len(extraction.entities)
+    assert sum(map(len, edges.values())) == len(extraction.relations)
+    # Nothing is dropped: risky characters become look-alikes ("|" -> "¦", "<#>" -> "‹#›").
+    rendered_name = render_extraction(Extraction(entities=[(names[2], "t", "d")])).split(TUPLE_DELIMITER)[1]
+    node = nodes[rendered_name][0]
+    assert node["description"].replace("\u00a6", "|") == " ".join(HOSTILE[2].split())
+    assert {"Relation", "Entity", "Relationship"} <= set(nodes)
+
+
+def test_record_words_are_not_entity_names(extractor: LocalExtractor) -> None:
+    text = "J is the relation representing Join output and R1 is the relation involved."
+    names = {name for name, _type, _desc in extractor.extract(text).entities}
+    assert "relation" not in names and "Relation" in names  # "<|#|>relation<|#|>" splits a record
 
 
 async def test_llm_func_answers_extraction_prompt(extractor: LocalExtractor) -> None:

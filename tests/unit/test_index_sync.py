@@ -1,0 +1,30 @@
+from core.models import Page
+from pipeline.sinks.semantic import Manifest, sync_index
+from retrievers.fake_index import FakeSemanticIndex
+
+
+def page(pid: str, text: str) -> Page:
+    return Page(page_id=pid, space_key="S", title=f"T{pid}", parent_id=None, position=0, url="u", markdown=text)
+
+
+async def test_only_new_changed_and_removed_pages_cost_work(tmp_path):
+    index, manifest = FakeSemanticIndex(), Manifest(tmp_path / "manifest.json")
+    pages = [page("1", "alpha"), page("2", "beta"), page("3", "gamma")]
+    progress: list[int] = []
+    first = await sync_index(index, manifest, pages, batch_size=2, on_progress=progress.append)
+    assert (first.indexed, first.deleted, first.unchanged) == (3, 0, 0)
+    assert sum(progress) == 3
+    again = await sync_index(index, manifest, pages, batch_size=2)
+    assert (again.indexed, again.deleted, again.unchanged) == (0, 0, 3)
+    changed = await sync_index(index, manifest, [page("1", "alpha v2"), pages[1]], batch_size=2)
+    assert (changed.indexed, changed.deleted, changed.unchanged) == (1, 1, 1)
+    assert await index.indexed_doc_ids() == {"page:1", "page:2"}
+    assert (await index.query("v2", 5)).chunks[0].doc_id == "page:1"
+
+
+async def test_a_page_the_index_lost_is_indexed_again(tmp_path):
+    index, manifest = FakeSemanticIndex(), Manifest(tmp_path / "manifest.json")
+    await sync_index(index, manifest, [page("1", "alpha")], batch_size=1)
+    await index.delete(["page:1"])  # e.g. a run interrupted between the index and the manifest
+    redo = await sync_index(index, manifest, [page("1", "alpha")], batch_size=1)
+    assert redo.indexed == 1 and await index.indexed_doc_ids() == {"page:1"}

@@ -1,0 +1,103 @@
+"""The MCP tools in memory over fakes: authorization on every result, one error map, fail closed."""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+
+import pytest
+from fastmcp import Client
+from fastmcp.exceptions import ToolError
+
+from authz.base import Check
+from authz.fake import FakeAuthorizer
+from core.models import Page, Principal, Space
+from mcp_app.server import Services, create_server
+from navigator.fake import FakeNavigatorStore
+from navigator.navigator import Navigator
+from retrievers.fake_index import FakeSemanticIndex
+from retrievers.lightrag_adapter import IndexDocument
+from retrievers.semantic import SemanticRetriever
+
+SPACE = Space(key="S", name="Space", url="u")
+PAGES = [
+    Page(page_id="1", space_key="S", title="Open", parent_id=None, position=0, url="u/1", markdown="# Open\n\nThe Metastore holds tables.\n"),
+    Page(page_id="2", space_key="S", title="Secret", parent_id=None, position=1, url="u/2", markdown="# Secret\n\nThe Metastore secret plan.\n"),
+]
+
+
+async def make_client(*visible: str, unavailable: bool = False):
+    store = FakeNavigatorStore()
+    await store.sync_space(SPACE, PAGES)
+    index = FakeSemanticIndex()
+    await index.upsert([IndexDocument(p.id, p.markdown) for p in PAGES])
+    authorizer = FakeAuthorizer([Check("user:bob", "viewer", o) for o in visible], unavailable=unavailable)
+    navigator = Navigator(store)
+    observed = []
+
+    @asynccontextmanager
+    async def services():
+        yield Services(authorizer, navigator, SemanticRetriever(index, navigator, overfetch=4))
+
+    server = create_server(services, lambda: Principal(user="bob"), observe=lambda *seen: observed.append(seen))
+    return Client(server), observed
+
+
+async def test_search_returns_only_visible_pages_and_entities():
+    client, observed = await make_client("space:S", "page:1")
+    async with client:
+        result = (await client.call_tool("search", {"query": "Metastore", "response_format": "detailed"})).structured_content
+    assert [hit["id"] for hit in result["hits"]] == ["page:1"]
+    for item in result["entities"] + result["relations"]:
+        assert item["evidence"] == ["page:1"]
+    (tool, gate, _), = observed
+    assert tool == "search" and {"page:1", "page:2"} <= {r.object for r in gate.records}
+
+
+async def test_hidden_and_missing_give_identical_errors():
+    client, _ = await make_client("space:S", "page:1")
+    async with client:
+        errors = []
+        for page_id in ("page:2", "page:404"):
+            with pytest.raises(ToolError) as failure:
+                await client.call_tool("fetch", {"id": page_id})
+            errors.append(str(failure.value))
+    assert errors[0] == errors[1] and errors[0].startswith("not_found:")
+
+
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [("search", {"query": "Metastore"}), ("fetch", {"id": "page:1"}), ("list_spaces", {}), ("list_children", {"id": "space:S"})],
+)
+async def test_every_tool_fails_closed(tool, args):
+    client, _ = await make_client("space:S", "page:1", unavailable=True)
+    async with client:
+        with pytest.raises(ToolError) as failure:
+            await client.call_tool(tool, args)
+    assert str(failure.value).startswith("authorization_unavailable:")
+    assert "fake" not in str(failure.value)  # no internal detail leaks
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "needle"),
+    [
+        ("search", {"query": "   "}, "query must not be empty"),
+        ("search", {"query": "x", "top_k": 0}, "top_k"),
+        ("fetch", {"id": "nonsense"}, "invalid id"),
+        ("list_children", {"id": "space:S", "cursor": "bogus"}, "invalid cursor"),
+    ],
+)
+async def test_bad_arguments_are_invalid_argument(tool, args, needle):
+    client, _ = await make_client("space:S", "page:1")
+    async with client:
+        with pytest.raises(ToolError) as failure:
+            await client.call_tool(tool, args)
+    assert str(failure.value).startswith("invalid_argument:") and needle in str(failure.value)
+
+
+async def test_a_user_without_spaces_gets_nothing_and_the_index_is_not_asked():
+    client, observed = await make_client()
+    async with client:
+        result = (await client.call_tool("search", {"query": "Metastore"})).structured_content
+    assert result["hits"] == result["entities"] == result["relations"] == []
+    (_, gate, _), = observed
+    assert [r.object for r in gate.records] == ["space:S"]
