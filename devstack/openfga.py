@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -75,6 +76,7 @@ class OpenFGAService:
                 # required toolchain through the module proxy otherwise); Debian's go.env pins `local`.
                 "GOTOOLCHAIN": "auto",
             }
+            started = time.monotonic()
             build = subprocess.run(
                 [go, "install", f"{_MODULE}@{self._fga.version}"], env=env, capture_output=True, text=True, check=False
             )
@@ -82,6 +84,7 @@ class OpenFGAService:
                 raise ServiceError(f"Building OpenFGA {self._fga.version} failed:\n{build.stderr[-3000:]}")
             self.binary.parent.mkdir(parents=True, exist_ok=True)
             os.replace(Path(scratch) / "openfga", self.binary)
+        notify(f"Built OpenFGA {self._fga.version} in {time.monotonic() - started:.0f} s")
 
     def launch(self) -> int:
         """Prepare the datastore and start the server detached; returns its pid (not yet healthy)."""

@@ -91,22 +91,25 @@ class Navigator:
             if chosen is None:
                 raise InvalidArgument(f"page {page_id} has no section {section!r}; see the outline for slugs")
             markdown = chosen.text
-        crumbs = (await self.visible_summaries(gate, [page_id]))[page_id].ancestors
-        return PageView(page.id, page.title, page.url, page.space_id, crumbs, outline, section, markdown)
+        summary = (await self.visible_summaries(gate, [page_id])).get(page_id)
+        if summary is None:  # its space is hidden, or it moved or vanished since the check
+            raise NotFound(page_id)
+        return PageView(page.id, page.title, page.url, summary.space_id, summary.ancestors, outline, section, markdown)
 
     async def visible_summaries(self, gate: Gate, page_ids: Sequence[str]) -> dict[str, PageSummary]:
         """Summaries of the visible pages among ``page_ids``, each breadcrumb cut at the first hidden ancestor.
 
-        Every page and every ancestor shown is checked, in one batch.
+        Every page, its space and every ancestor shown are checked, in one batch.
         """
         summaries = await self._store.summaries(page_ids)
         visible = await gate.visible(
             [pid for pid in page_ids if pid in summaries]
+            + [s.space_id for s in summaries.values()]
             + [crumb.id for s in summaries.values() for crumb in s.ancestors]
         )
         result = {}
         for pid, summary in summaries.items():
-            if pid not in visible:
+            if pid not in visible or summary.space_id not in visible:
                 continue
             crumbs: list[Crumb] = []
             for crumb in reversed(summary.ancestors):  # walk up from the parent

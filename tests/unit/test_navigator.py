@@ -98,3 +98,10 @@ async def test_fetch_rejects_non_page_ids():
         await nav.read_page(gate, "space:S")
     with pytest.raises(InvalidArgument):
         await nav.read_page(gate, "page:abc")
+
+
+async def test_a_page_is_not_shown_when_its_space_is_hidden():
+    nav, gate = await navigator_for("page:1")
+    with pytest.raises(NotFound):
+        await nav.read_page(gate, "page:1")
+    assert await nav.visible_summaries(gate, ["page:1"]) == {}
