@@ -1,6 +1,6 @@
 """Every record ``render_extraction`` emits for the real Hive corpus parses back with LightRAG.
 
-The corpus (``/work/shared/corpora/apache-hive-wiki``) is chunked the way the adapter configures
+The corpus (``../shared/corpora/apache-hive-wiki``) is chunked the way the adapter configures
 LightRAG (``chunking_by_token_size`` with ``RegexTokenizer``, 800/100 tokens), each chunk goes
 through ``LocalExtractor`` and ``render_extraction``, and LightRAG's own text-mode parser
 (``operate._process_extraction_result``) must return every entity and relation record without a
@@ -18,7 +18,6 @@ import asyncio
 import logging
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 
@@ -30,7 +29,7 @@ from core.providers.local import (
     render_extraction,
 )
 
-CORPUS = Path("/work/shared/corpora/apache-hive-wiki")
+from tests.conftest import CORPUS  # noqa: E402
 CHUNK_TOKENS = 800  # core.settings defaults the adapter passes to LightRAG
 OVERLAP_TOKENS = 100
 

@@ -1,11 +1,10 @@
-from pathlib import Path
 
 import pytest
 
 from core.errors import SourceError
 from pipeline.sources.hive_export import HiveExportSource, parse_space_index, to_markdown
 
-CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpora" / "apache-hive-wiki"
+from tests.conftest import CORPUS
 
 
 @pytest.fixture(scope="module")
