@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from core.errors import WayfinderError
+from core.errors import AuthorizationUnavailable, NavigatorUnavailable, WayfinderError
 from core.settings import Settings
 
 app = typer.Typer(no_args_is_help=True, help="Wayfinder: permission-aware GraphRAG over Confluence.")
@@ -73,6 +73,9 @@ def index() -> None:
     settings = Settings()
     try:
         report = asyncio.run(run_index(settings, HiveExportSource(settings.corpus_dir), console))
+    except (AuthorizationUnavailable, NavigatorUnavailable) as exc:
+        console.print("[yellow]hint:[/yellow] are the services running? `wayfinder services status`")
+        raise _fail(exc) from exc
     except WayfinderError as exc:
         raise _fail(exc) from exc
     console.print(
