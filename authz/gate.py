@@ -9,17 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TypeVar
-
 from authz.base import Authorizer
 from authz.tuples import can_view
 from core.errors import AuthorizationUnavailable, NotFound
 from core.models import Principal
-
-T = TypeVar("T")
-
 
 @dataclass(frozen=True)
 class CheckRecord:
@@ -60,16 +55,6 @@ class Gate:
         """Raise NotFound unless ``obj`` is visible; the message never says which of the two it was."""
         if obj not in await self.visible([obj]):
             raise NotFound(obj)
-
-    async def keep_visible(self, items: Sequence[T], objects_of: Callable[[T], Iterable[str]]) -> list[T]:
-        """Items all of whose objects are visible, in their original order (one batch for all)."""
-        needed = [list(objects_of(item)) for item in items]
-        allowed = await self.visible(obj for objs in needed for obj in objs)
-        return [item for item, objs in zip(items, needed, strict=True) if objs and all(o in allowed for o in objs)]
-
-    def checked(self, obj: str) -> bool:
-        """Whether ``obj`` was checked and allowed in this request (for assertions and guards)."""
-        return self._answers.get(obj, False)
 
     def receipt(self) -> dict[str, object]:
         """The audit record of this request. Never returned to the caller."""

@@ -51,10 +51,10 @@ def run_demo(settings: Settings, console: Console, *, start_services: bool = Tru
 
 def _start_server(settings: Settings, tokens: dict[str, str]) -> subprocess.Popen[bytes]:
     env = dict(os.environ, WAYFINDER_MCP__TOKENS=json.dumps({token: user for user, token in tokens.items()}))
-    log = open(settings.data_dir / "mcp-server.log", "ab")  # noqa: SIM115 - handed to the child
-    return subprocess.Popen(
-        [sys.executable, "-m", "core.cli", "serve", "--transport", "http"], env=env, stdout=log, stderr=log
-    )
+    with open(settings.data_dir / "mcp-server.log", "ab") as log:  # the child keeps its own copy
+        return subprocess.Popen(
+            [sys.executable, "-m", "core.cli", "serve", "--transport", "http"], env=env, stdout=log, stderr=log
+        )
 
 
 def _wait_for_port(host: str, port: int, process: subprocess.Popen[bytes], timeout: float) -> None:

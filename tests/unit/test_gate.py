@@ -73,9 +73,3 @@ async def test_receipt_counts_and_hashes_denied_ids():
     assert "page:secret" not in str(receipt)
     assert "bob" not in str(receipt)
     assert receipt["model_id"] == "fake-model"
-
-
-async def test_keep_visible_drops_items_with_any_hidden_object():
-    gate = gate_with("page:1", "page:2")
-    items = [("a", ["page:1"]), ("b", ["page:1", "page:3"]), ("c", ["page:2"]), ("d", [])]
-    assert await gate.keep_visible(items, lambda item: item[1]) == [items[0], items[2]]
