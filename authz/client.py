@@ -80,6 +80,7 @@ class OpenFGAClient:
         self._provision = provision
         self._client: OpenFgaClient | None = None
         self._model_id: str | None = None
+        self._connecting = asyncio.Lock()  # concurrent requests must not swap the client under each other
 
     @property
     def model_id(self) -> str:
@@ -96,15 +97,13 @@ class OpenFGAClient:
         return self._client
 
     async def __aenter__(self) -> OpenFGAClient:
-        if self._provision:
-            await self._connect()
-        else:
+        try:
+            await self._ready()
+        except AuthorizationUnavailable:
+            if self._provision:
+                raise
             # A server starts even while OpenFGA is down: every request then fails closed until
             # the store and model can be resolved (see _ready).
-            try:
-                await self._connect()
-            except AuthorizationUnavailable:
-                pass
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -114,9 +113,10 @@ class OpenFGAClient:
         self._model_id = None
 
     async def _ready(self) -> OpenFgaClient:
-        if self._model_id is None:
-            await self._connect()
-        return self._sdk
+        async with self._connecting:
+            if self._model_id is None:
+                await self._connect()
+            return self._sdk
 
     async def _connect(self) -> None:
         deadline = self._settings.check_timeout_s * 4

@@ -24,13 +24,18 @@ def space_tuples(space_key: str, permissions: Permissions) -> set[RelationTuple]
 
 
 def page_tuples(page: Page, permissions: Permissions) -> set[RelationTuple]:
-    """Space membership, parent edge or root marker, and own restriction or the unrestricted marker."""
+    """Space membership, parent edge or root marker, and own restriction or the unrestricted marker.
+
+    A page the permissions do not classify gets no restriction tuple at all and stays invisible.
+    """
     tuples = {RelationTuple(f"space:{page.space_key}", "space", page.id)}
     if page.parent_id is None:
         tuples.add(RelationTuple(EVERYONE, "is_root", page.id))
     else:
         tuples.add(RelationTuple(f"page:{page.parent_id}", "parent", page.id))
     restriction = permissions.page_restrictions.get(page.page_id)
+    if restriction is None:
+        return tuples  # unclassified: no marker, so nobody passes its restriction
     if restriction:
         tuples.update(RelationTuple(subject, "restricted_viewer", page.id) for subject in restriction)
     else:

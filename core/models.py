@@ -49,7 +49,9 @@ class Permissions(Frozen):
     """Who may see what, as the source reports it (Confluence semantics).
 
     ``space_viewers`` and ``page_restrictions`` hold subjects in OpenFGA spelling: ``user:bob`` or
-    ``group:hive-users#member``. A page absent from ``page_restrictions`` has no own restriction.
+    ``group:hive-users#member``. ``page_restrictions`` must list every page: an empty tuple means the
+    page has no view restriction of its own; a page missing from it is unclassified and stays
+    invisible to everyone (DESIGN.md A10), with all its descendants.
     """
 
     space_viewers: dict[str, tuple[str, ...]]

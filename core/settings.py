@@ -52,6 +52,7 @@ class Neo4jSettings(BaseModel):
     password: SecretStr = Field(SecretStr("wayfinder-dev-password"), description="Neo4j password (8+ chars).")
     database: str = Field("neo4j", description="Neo4j database name.")
     heap: str = Field("512m", description="Java heap of the local Neo4j (`-Xmx`).")
+    query_timeout_s: float = Field(10.0, gt=0, description="Deadline for one navigator query; past it the request fails.")
 
     @property
     def uri(self) -> str:

@@ -41,6 +41,10 @@ def http_identity() -> Principal:
     token = get_access_token()
     if token is None or not token.subject:
         raise Unauthenticated("no verified bearer token")
+    try:
+        ids.user_id(token.subject)  # never a wildcard or a userset such as "x#member"
+    except InvalidArgument as exc:
+        raise Unauthenticated("the token's subject is not a user id") from exc
     return Principal(user=token.subject)
 
 

@@ -53,7 +53,7 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
 
 
 def _audit(tool: str, gate: Gate, result: dict[str, Any]) -> None:
-    audit.info(json.dumps({"tool": tool, **gate.receipt()}))
+    audit.info(json.dumps({"tool": tool, "outcome": result.get("error", "ok"), **gate.receipt()}))
 
 
 def create_server(
@@ -83,13 +83,18 @@ def create_server(
         mask_error_details=True,
     )
 
-    def gate_for(ctx: Context) -> tuple[Services, Gate]:
+    @asynccontextmanager
+    async def request(ctx: Context, tool: str) -> AsyncIterator[tuple[Services, Gate, dict[str, Any]]]:
+        """One authorized request. Its receipt is observed whether it succeeds or fails."""
         opened: Services = ctx.lifespan_context
-        return opened, Gate(opened.authorizer, identify())
-
-    def finish(tool: str, gate: Gate, result: dict[str, Any]) -> dict[str, Any]:
+        gate = Gate(opened.authorizer, identify())
+        result: dict[str, Any] = {}
+        try:
+            yield opened, gate, result
+        except Exception as exc:
+            observe(tool, gate, {"error": type(exc).__name__})
+            raise
         observe(tool, gate, result)
-        return result
 
     @mcp.tool(annotations=READ_ONLY)
     async def search(
@@ -101,11 +106,10 @@ def create_server(
     ) -> dict[str, Any]:
         """Find pages relevant to a question. Returns page hits with snippets, plus related entities and
         relations with the ids of the pages they come from. Use fetch to read a hit."""
-        opened, gate = gate_for(ctx)
-        result = await opened.semantic.search(
-            gate, query, top_k=top_k, spaces=spaces, response_format=response_format
-        )
-        return finish("search", gate, {"notice": UNTRUSTED_NOTICE, **dataclasses.asdict(result)})
+        async with request(ctx, "search") as (opened, gate, result):
+            found = await opened.semantic.search(gate, query, top_k=top_k, spaces=spaces, response_format=response_format)
+            result.update(notice=UNTRUSTED_NOTICE, **dataclasses.asdict(found))
+        return result
 
     @mcp.tool(annotations=READ_ONLY)
     async def fetch(
@@ -115,19 +119,18 @@ def create_server(
     ) -> dict[str, Any]:
         """Read a page as Markdown, or one section of it, with its outline (slugs and token counts)
         and breadcrumb."""
-        opened, gate = gate_for(ctx)
-        view = await opened.navigator.read_page(gate, id, section)
-        result = dataclasses.asdict(view)
-        result["breadcrumb"] = [dataclasses.asdict(crumb) for crumb in view.breadcrumb]
-        result["notice"] = UNTRUSTED_NOTICE
-        result["instruction_like_text"] = instruction_flags(view.markdown)
-        return finish("fetch", gate, result)
+        async with request(ctx, "fetch") as (opened, gate, result):
+            view = await opened.navigator.read_page(gate, id, section)
+            result.update(dataclasses.asdict(view))
+            result.update(notice=UNTRUSTED_NOTICE, instruction_like_text=instruction_flags(view.markdown))
+        return result
 
     @mcp.tool(annotations=READ_ONLY)
     async def list_spaces(ctx: Context) -> dict[str, Any]:
         """List the spaces you can see."""
-        opened, gate = gate_for(ctx)
-        return finish("list_spaces", gate, {"spaces": await opened.navigator.list_spaces(gate)})
+        async with request(ctx, "list_spaces") as (opened, gate, result):
+            result["spaces"] = await opened.navigator.list_spaces(gate)
+        return result
 
     @mcp.tool(annotations=READ_ONLY)
     async def list_children(
@@ -137,9 +140,10 @@ def create_server(
         limit: Annotated[int, Field(ge=1, le=200, description="Children per call.")] = 50,
     ) -> dict[str, Any]:
         """List the child pages of a space or page in tree order, page by page."""
-        opened, gate = gate_for(ctx)
-        page = await opened.navigator.list_children(gate, id, cursor, limit)
-        children = [{"id": c.id, "title": c.title, "url": c.url} for c in page.items]
-        return finish("list_children", gate, {"children": children, "next_cursor": page.next_cursor})
+        async with request(ctx, "list_children") as (opened, gate, result):
+            page = await opened.navigator.list_children(gate, id, cursor, limit)
+            result["children"] = [{"id": c.id, "title": c.title, "url": c.url} for c in page.items]
+            result["next_cursor"] = page.next_cursor
+        return result
 
     return mcp

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Protocol
 
 from core.models import Page, Space
 
@@ -48,8 +48,6 @@ class NavigatorStore(Protocol):
         ...
 
     async def spaces(self) -> list[Space]: ...
-
-    async def kind_of(self, node_id: str) -> Literal["space", "page"] | None: ...
 
     async def children(self, node_id: str, after: int, limit: int) -> list[ChildPage]:
         """Children of a space (its root pages) or a page, by position, after position ``after``."""

@@ -25,7 +25,10 @@ MERGE (s)-[:HAS_PAGE]->(p)
 WITH p, row, s
 OPTIONAL MATCH (p)<-[old:PARENT_OF|ROOT_PAGE]-()
 DELETE old
-WITH p, row, s
+WITH DISTINCT p, row, s
+OPTIONAL MATCH (p)<-[moved:HAS_PAGE]-(other:Space) WHERE other <> s
+DELETE moved
+WITH DISTINCT p, row, s
 CALL (p, row, s) {
   WITH p, row, s WHERE row.parent_id IS NULL
   MERGE (s)-[r:ROOT_PAGE]->(p) SET r.position = row.position
@@ -44,12 +47,6 @@ DETACH DELETE p
 """
 
 SPACES = "MATCH (s:Space) RETURN s.id AS id, s.key AS key, s.name AS name, s.url AS url ORDER BY s.key"
-
-NODE = """
-OPTIONAL MATCH (s:Space {id: $id})
-OPTIONAL MATCH (p:Page {id: $id})
-RETURN coalesce(s.id, p.id) AS id, CASE WHEN s IS NULL THEN 'page' ELSE 'space' END AS kind
-"""
 
 CHILDREN = """
 CALL () {

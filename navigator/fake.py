@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
 
 from core.models import Page, Space
 from navigator.base import ChildPage, Crumb, PageContent, PageSummary
@@ -21,11 +20,6 @@ class FakeNavigatorStore:
 
     async def spaces(self) -> list[Space]:
         return sorted(self._spaces.values(), key=lambda s: s.key)
-
-    async def kind_of(self, node_id: str) -> Literal["space", "page"] | None:
-        if node_id in self._spaces:
-            return "space"
-        return "page" if node_id in self._pages else None
 
     def _children_of(self, node_id: str) -> list[Page]:
         if node_id in self._spaces:

@@ -70,8 +70,9 @@ class Navigator:
         if cursor is None:
             return -1
         last_id = _decode_cursor(cursor, node_id)
+        visible = last_id in await gate.visible([last_id])  # both lookups always run: no timing hint
         position = await self._store.position(node_id, last_id)
-        if position is None or last_id not in await gate.visible([last_id]):
+        if not visible or position is None:
             raise InvalidArgument(_BAD_CURSOR)
         return position
 

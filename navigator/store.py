@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Literal
+from typing import Any
 
 import neo4j
 from neo4j import AsyncGraphDatabase
@@ -60,7 +61,10 @@ class Neo4jStore:
         if self._driver is None:
             raise ConfigurationError("Neo4jStore used outside 'async with'")
         try:
-            yield self._driver
+            async with asyncio.timeout(self._settings.query_timeout_s):
+                yield self._driver
+        except TimeoutError as exc:
+            raise NavigatorUnavailable(f"Neo4j did not answer within {self._settings.query_timeout_s}s") from exc
         except neo4j.exceptions.Neo4jError as exc:
             raise NavigatorUnavailable(f"Neo4j refused the query: {exc.code}") from exc
         except (neo4j.exceptions.DriverError, OSError) as exc:
@@ -102,10 +106,6 @@ class Neo4jStore:
 
     async def spaces(self) -> list[Space]:
         return [Space(key=r["key"], name=r["name"], url=r["url"]) for r in await self._read(cypher.SPACES)]
-
-    async def kind_of(self, node_id: str) -> Literal["space", "page"] | None:
-        rows = await self._read(cypher.NODE, id=node_id)
-        return rows[0]["kind"] if rows and rows[0]["id"] else None
 
     async def children(self, node_id: str, after: int, limit: int) -> list[ChildPage]:
         rows = await self._read(cypher.CHILDREN, id=node_id, after=after, limit=limit)

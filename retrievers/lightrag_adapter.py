@@ -362,10 +362,16 @@ def _graph_hits(
     sources: list[list[str]],
     doc_of: dict[str, str],
 ) -> list[GraphHit]:
-    """Hits for entities/relations with at least one surviving supporting document, ranked in order."""
+    """Hits for entities/relations whose every supporting chunk resolves to a document, ranked in order.
+
+    One untraceable chunk (e.g. a delete that stopped midway) drops the hit: its merged description
+    may hold text whose document can no longer be authorized (DESIGN.md A4).
+    """
     hits: list[GraphHit] = []
     for name, record, chunk_ids in zip(names, records, sources, strict=True):
-        doc_ids = frozenset(doc_of[cid] for cid in chunk_ids if cid in doc_of)
+        if not chunk_ids or any(cid not in doc_of for cid in chunk_ids):
+            continue
+        doc_ids = frozenset(doc_of[cid] for cid in chunk_ids)
         if doc_ids:
             description = (record.get("description") or "").replace(GRAPH_FIELD_SEP, "\n")
             hits.append(GraphHit(kind, name, description, doc_ids, rank=len(hits) + 1))

@@ -20,6 +20,9 @@ MAX_QUERY_CHARS = 2000
 MAX_TOP_K = 50
 SNIPPET_CHARS = {"concise": 300, "detailed": 1500}
 MAX_GRAPH_HITS = {"concise": 5, "detailed": 15}
+# Entities/relations backed by more documents than this are left out: each supporting document
+# must be authorized (A4), and a hub entity ("Hive") would cost hundreds of checks per search.
+MAX_EVIDENCE_DOCS = 20
 
 
 @dataclass(frozen=True)
@@ -86,7 +89,12 @@ class SemanticRetriever:
             return SearchResult(hits=[], entities=[], relations=[])
 
         raw = await self._index.query(query, top_k * self._overfetch)
-        graph = raw.entities + raw.relations
+        graph_limit = MAX_GRAPH_HITS[response_format]
+        graph = [
+            hit
+            for hits in (raw.entities, raw.relations)
+            for hit in [g for g in hits if len(g.doc_ids) <= MAX_EVIDENCE_DOCS][: graph_limit * 2]
+        ]
         candidates = [c.doc_id for c in raw.chunks] + [d for g in graph for d in sorted(g.doc_ids)]
         summaries = await self._navigator.visible_summaries(gate, candidates)
         summaries = {pid: s for pid, s in summaries.items() if s.space_id in searchable}
@@ -114,7 +122,6 @@ class SemanticRetriever:
             )
             if len(hits) == top_k:
                 break
-        graph_limit = MAX_GRAPH_HITS[response_format]
         return SearchResult(
             hits=hits,
             entities=[_graph_result(g, limit) for g in visible_graph if g.kind == "entity"][:graph_limit],

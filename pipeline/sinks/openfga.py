@@ -21,8 +21,8 @@ class TupleSync:
 async def sync_tuples(store: TupleStore, desired: set[RelationTuple]) -> TupleSync:
     existing = await store.read_tuples()
     writes, deletes = desired - existing, existing - desired
-    # Write before deleting: a page never loses its markers midway, and a revoked grant is gone
-    # by the end of the same run.
-    await store.write_tuples(writes, ())
+    # Delete before writing: the model only grants, so a deletion can only narrow access. A run
+    # that stops between the two leaves pages hidden, never shared wider than the source says.
     await store.write_tuples((), deletes)
+    await store.write_tuples(writes, ())
     return TupleSync(len(writes), len(deletes), len(desired & existing))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,14 +32,15 @@ DESIGN_DOCS_PAGE = "27362075"  # "DesignDocs": restricted subtree
 SINGLE_USER_PAGE = "27822784"  # "ContributorsMinutes110726": restricted to bob alone
 
 
-def synthetic_hive_permissions() -> Permissions:
-    """Deterministic permissions for the export (which has none); documented in the README."""
+def synthetic_hive_permissions(page_ids: Iterable[str]) -> Permissions:
+    """Deterministic permissions for the export's pages (it has none); documented in the README."""
+    restricted = {
+        DESIGN_DOCS_PAGE: ("group:hive-committers#member",),
+        SINGLE_USER_PAGE: ("user:bob",),
+    }
     return Permissions(
         space_viewers={SPACE_KEY: ("group:hive-users#member",)},
-        page_restrictions={
-            DESIGN_DOCS_PAGE: ("group:hive-committers#member",),
-            SINGLE_USER_PAGE: ("user:bob",),
-        },
+        page_restrictions={page_id: restricted.get(page_id, ()) for page_id in page_ids},
         group_members={
             "hive-committers": ("user:alice",),
             "hive-users": ("group:hive-committers#member", "user:bob"),
@@ -121,14 +123,18 @@ class HiveExportSource:
         return await asyncio.to_thread(self._read_pages)
 
     async def permissions(self) -> Permissions:
-        return synthetic_hive_permissions()
+        index = await asyncio.to_thread(self._read_index)
+        return synthetic_hive_permissions(entry.page_id for entry in index)
 
-    def _read_pages(self) -> list[Page]:
+    def _read_index(self) -> list[_TreeEntry]:
         index = self._dir / "space-index.md"
         try:
-            entries = parse_space_index(index.read_text(encoding="utf-8"))
+            return parse_space_index(index.read_text(encoding="utf-8"))
         except OSError as exc:
             raise SourceError(f"cannot read the space index {index}: {exc.strerror}") from exc
+
+    def _read_pages(self) -> list[Page]:
+        entries = self._read_index()
         # File names follow the export's slugs, which differ from the index refs now and then
         # ("3.0" against "3-0"); the page id at the end of both is what identifies a page.
         files = {_PAGE_REF.match(path.stem)["id"]: path for path in (self._dir / "pages").glob("*.md")}

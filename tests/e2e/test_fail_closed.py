@@ -11,7 +11,6 @@ from authz.tuples import confluence_tuples
 from core.settings import Settings
 from devstack import stack
 from pipeline.sinks.openfga import sync_tuples
-from pipeline.sources.hive_export import synthetic_hive_permissions
 from tests.conftest import SliceSource
 from tests.e2e.test_mcp_http import _serve, call
 
@@ -28,9 +27,9 @@ async def test_openfga_down_means_authorization_unavailable_and_no_data(indexed,
     own.index_dir.symlink_to(services.index_dir)  # the same semantic index, an OpenFGA of its own
     stack.up(own, only={"openfga"})
     try:
-        pages = await SliceSource(own.corpus_dir).pages("HIVE")
+        source = SliceSource(own.corpus_dir)
         async with OpenFGAClient(own.openfga, provision=True) as fga:
-            await sync_tuples(fga, confluence_tuples("HIVE", pages, synthetic_hive_permissions()))
+            await sync_tuples(fga, confluence_tuples("HIVE", await source.pages("HIVE"), await source.permissions()))
         observed: list = []
         uv, task = await _serve(own, 38766, observed)
         url = "http://127.0.0.1:38766/mcp"

@@ -34,8 +34,7 @@ async def test_children_in_order_and_breadcrumbs(store: Neo4jStore):
     assert [c.id for c in await store.children("page:900001", 0, 10)] == ["page:900003"]
     summary = (await store.summaries(["page:900004"]))["page:900004"]
     assert [c.id for c in summary.ancestors] == ["page:900001", "page:900003"]
-    assert await store.kind_of("space:NAVT") == "space" and await store.kind_of("page:900004") == "page"
-    assert await store.kind_of("page:1") is None
+    assert await store.page("page:1") is None
 
 
 async def test_sync_twice_moves_and_prunes(store: Neo4jStore):
@@ -57,3 +56,13 @@ async def test_hive_slice_tree_matches_the_space_index(indexed, services: Settin
         assert [c.id for c in children] == ["page:55156221", "page:34835119"]
         ldap = (await store.summaries(["page:58852417"]))["page:58852417"]
         assert [c.title for c in ldap.ancestors] == ["AdminManual SettingUpHiveServer", "Setting Up HiveServer2"]
+
+
+async def test_a_page_moved_to_another_space_survives_the_old_space_sync(store: Neo4jStore):
+    other = Space(key="NAVU", name="Other", url="u")
+    moved = Page(page_id="900004", space_key="NAVU", title="P900004", parent_id=None, position=0, url="u", markdown="m")
+    await store.sync_space(other, [moved])
+    await store.sync_space(SPACE, TREE[:3])
+    assert [c.id for c in await store.children("space:NAVU", -1, 10)] == ["page:900004"]
+    summary = (await store.summaries(["page:900004"]))["page:900004"]
+    assert summary.space_id == "space:NAVU" and summary.ancestors == ()

@@ -11,7 +11,7 @@ from authz.tuples import confluence_tuples
 from core.models import Principal
 from core.settings import Settings
 from pipeline.sinks.openfga import sync_tuples
-from pipeline.sources.hive_export import HiveExportSource, synthetic_hive_permissions
+from pipeline.sources.hive_export import HiveExportSource
 
 DESIGN_DOCS = "page:27362075"
 DESIGN_CHILD = "page:34019487"  # Correlation Optimizer, under DesignDocs
@@ -26,7 +26,7 @@ async def fga(services: Settings):
         update={"openfga": services.openfga.model_copy(update={"store_name": "wayfinder-permissions-test"})}
     )
     source = HiveExportSource(services.corpus_dir)
-    desired = confluence_tuples("HIVE", await source.pages("HIVE"), synthetic_hive_permissions())
+    desired = confluence_tuples("HIVE", await source.pages("HIVE"), await source.permissions())
     async with OpenFGAClient(settings.openfga, provision=True) as client:
         await sync_tuples(client, desired)
         yield client, desired

@@ -9,6 +9,7 @@ from fastmcp import Client
 from fastmcp.exceptions import ToolError
 
 from authz.base import Check
+from authz.gate import Gate
 from authz.fake import FakeAuthorizer
 from core.models import Page, Principal, Space
 from mcp_app.server import Services, create_server
@@ -69,11 +70,12 @@ async def test_hidden_and_missing_give_identical_errors():
     [("search", {"query": "Metastore"}), ("fetch", {"id": "page:1"}), ("list_spaces", {}), ("list_children", {"id": "space:S"})],
 )
 async def test_every_tool_fails_closed(tool, args):
-    client, _ = await make_client("space:S", "page:1", unavailable=True)
+    client, observed = await make_client("space:S", "page:1", unavailable=True)
     async with client:
         with pytest.raises(ToolError) as failure:
             await client.call_tool(tool, args)
     assert str(failure.value).startswith("authorization_unavailable:")
+    assert observed[-1][0] == tool and observed[-1][2] == {"error": "AuthorizationUnavailable"}  # audited too
     assert "fake" not in str(failure.value)  # no internal detail leaks
 
 
@@ -100,4 +102,22 @@ async def test_a_user_without_spaces_gets_nothing_and_the_index_is_not_asked():
         result = (await client.call_tool("search", {"query": "Metastore"})).structured_content
     assert result["hits"] == result["entities"] == result["relations"] == []
     (_, gate, _), = observed
+    assert [r.object for r in gate.records] == ["space:S"]
+
+
+async def test_entities_backed_by_too_many_documents_are_left_out_unchecked():
+    from retrievers.lightrag_adapter import GraphHit, RawResults
+    from retrievers.semantic import MAX_EVIDENCE_DOCS
+
+    class HubIndex:
+        async def query(self, text, top_k):
+            hub = frozenset(f"page:{n}" for n in range(100, 101 + MAX_EVIDENCE_DOCS))
+            return RawResults(chunks=[], entities=[GraphHit("entity", "Hive", "everywhere", hub, 1)], relations=[])
+
+    store = FakeNavigatorStore()
+    await store.sync_space(SPACE, PAGES)
+    navigator = Navigator(store)
+    gate = Gate(FakeAuthorizer([Check("user:bob", "viewer", "space:S")]), Principal(user="bob"))
+    result = await SemanticRetriever(HubIndex(), navigator, overfetch=1).search(gate, "hive")
+    assert result.entities == []
     assert [r.object for r in gate.records] == ["space:S"]

@@ -5,7 +5,7 @@ from pipeline.sources.hive_export import synthetic_hive_permissions
 
 PERMS = Permissions(
     space_viewers={"S": ("group:users#member",)},
-    page_restrictions={"2": ("user:bob",)},
+    page_restrictions={"1": (), "2": ("user:bob",)},
     group_members={"users": ("user:bob", "user:alice")},
 )
 
@@ -36,8 +36,13 @@ def test_confluence_tuples_include_groups_and_space_viewers():
     assert {T("user:bob", "member", "group:users"), T("user:alice", "member", "group:users")} <= tuples
 
 
+def test_unclassified_page_gets_no_restriction_marker():
+    assert page_tuples(page("3", "1"), PERMS) == {T("space:S", "space", "page:3"), T("page:1", "parent", "page:3")}
+
+
 def test_hive_permissions_nest_committers_in_users_and_leave_carol_out():
-    perms = synthetic_hive_permissions()
+    perms = synthetic_hive_permissions(["27362075", "1"])
+    assert perms.page_restrictions == {"27362075": ("group:hive-committers#member",), "1": ()}
     assert "group:hive-committers#member" in perms.group_members["hive-users"]
     everyone = str(perms)
     assert "carol" not in everyone
