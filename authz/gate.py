@@ -11,10 +11,12 @@ import hashlib
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+
 from authz.base import Authorizer
 from authz.tuples import can_view
 from core.errors import AuthorizationUnavailable, NotFound
 from core.models import Principal
+
 
 @dataclass(frozen=True)
 class CheckRecord:

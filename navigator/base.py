@@ -38,7 +38,6 @@ class PageContent:
     id: str
     title: str
     url: str
-    space_id: str
     markdown: str = field(repr=False)
 
 

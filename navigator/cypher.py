@@ -69,7 +69,7 @@ RETURN r.position AS position
 
 PAGE = """
 MATCH (p:Page {id: $id})
-RETURN p.id AS id, p.title AS title, p.url AS url, p.space_id AS space_id, p.markdown AS markdown
+RETURN p.id AS id, p.title AS title, p.url AS url, p.markdown AS markdown
 """
 
 # Summaries of many pages with their ancestors from the root down, for hits and breadcrumbs.

@@ -41,7 +41,7 @@ class FakeNavigatorStore:
 
     async def page(self, page_id: str) -> PageContent | None:
         p = self._pages.get(page_id)
-        return PageContent(p.id, p.title, p.url, f"space:{p.space_key}", p.markdown) if p else None
+        return PageContent(p.id, p.title, p.url, p.markdown) if p else None
 
     async def summaries(self, page_ids: Sequence[str]) -> dict[str, PageSummary]:
         found = {}

@@ -372,7 +372,6 @@ def _graph_hits(
         if not chunk_ids or any(cid not in doc_of for cid in chunk_ids):
             continue
         doc_ids = frozenset(doc_of[cid] for cid in chunk_ids)
-        if doc_ids:
-            description = (record.get("description") or "").replace(GRAPH_FIELD_SEP, "\n")
-            hits.append(GraphHit(kind, name, description, doc_ids, rank=len(hits) + 1))
+        description = (record.get("description") or "").replace(GRAPH_FIELD_SEP, "\n")
+        hits.append(GraphHit(kind, name, description, doc_ids, rank=len(hits) + 1))
     return hits
