@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install demo test test-unit services-up services-down clean
+.PHONY: install demo test test-unit leak-suite services-up services-down clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,11 @@ test: install
 
 test-unit: install
 	$(BIN)/python -m pytest tests/unit
+
+# Every page as every principal over MCP, with canaries; report in .wayfinder/reports/leak-suite.json.
+# Own stack and ports; the first run indexes the Hive space (about 15 minutes), later runs reuse it.
+leak-suite: install
+	$(BIN)/wayfinder leak-suite
 
 services-up: install
 	$(BIN)/wayfinder services up

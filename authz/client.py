@@ -22,10 +22,15 @@ from openfga_sdk.client.models import (
     ClientWriteRequest,
 )
 from openfga_sdk.credentials import CredentialConfiguration, Credentials
-from openfga_sdk.models import CreateStoreRequest, ReadRequestTupleKey, WriteAuthorizationModelRequest
 from openfga_sdk.configuration import RetryParams
+from openfga_sdk.models import (
+    CreateStoreRequest,
+    ReadRequestTupleKey,
+    RelationshipCondition,
+    WriteAuthorizationModelRequest,
+)
 
-from authz.base import Check, RelationTuple
+from authz.base import Check, Condition, RelationTuple
 from core.errors import AuthorizationUnavailable, ConfigurationError
 from core.settings import OpenFGASettings
 
@@ -73,6 +78,9 @@ class OpenFGAClient:
 
     ``async with OpenFGAClient(settings)`` resolves the store by name and pins the latest model;
     with ``provision=True`` it creates the store and writes the shipped model when they differ.
+    While the store cannot be resolved (OpenFGA down at start, or restarted without its data),
+    every call fails closed and the next call tries again. Concurrent callers share one attempt
+    instead of queueing behind a lock, and each waits only as long as its own deadline allows.
     """
 
     def __init__(self, settings: OpenFGASettings, *, provision: bool = False) -> None:
@@ -80,7 +88,7 @@ class OpenFGAClient:
         self._provision = provision
         self._client: OpenFgaClient | None = None
         self._model_id: str | None = None
-        self._connecting = asyncio.Lock()  # concurrent requests must not swap the client under each other
+        self._connecting: asyncio.Future[None] | None = None
 
     @property
     def model_id(self) -> str:
@@ -107,16 +115,28 @@ class OpenFGAClient:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
+        if self._connecting is not None and not self._connecting.done():
+            self._connecting.cancel()
+        self._connecting = None
         if self._client is not None:
             await self._client.close()
             self._client = None
         self._model_id = None
 
     async def _ready(self) -> OpenFgaClient:
-        async with self._connecting:
-            if self._model_id is None:
-                await self._connect()
+        if self._model_id is not None:
             return self._sdk
+        if self._connecting is None or self._connecting.done():
+            self._connecting = asyncio.ensure_future(self._connect())
+            # Retrieve the outcome even when every waiter gave up at its deadline.
+            self._connecting.add_done_callback(lambda done: done.cancelled() or done.exception())
+        # Shielded: one caller reaching its deadline must not cancel the attempt the others share.
+        await asyncio.shield(self._connecting)
+        return self._sdk
+
+    def _forget_store(self) -> None:
+        """After a failed call the store or model may be gone (OpenFGA restarted): resolve again."""
+        self._model_id = None
 
     async def _connect(self) -> None:
         deadline = self._settings.check_timeout_s * 4
@@ -132,43 +152,42 @@ class OpenFGAClient:
                     raise AuthorizationUnavailable(
                         f"OpenFGA store {self._settings.store_name!r} does not exist: run 'wayfinder index' first"
                     )
-        if self._client is not None:
-            await self._client.close()
-        self._client = OpenFgaClient(_config(self._settings, store_id=store_id))
+        client = OpenFgaClient(_config(self._settings, store_id=store_id))
         try:
             async with _translated("model lookup", deadline):
-                model_id = await self._pin_model()
+                model_id = await _pin_model(client, provision=self._provision)
         except BaseException:
-            await self._client.close()
-            self._client = None
+            await client.close()
             raise
-        self._sdk.set_authorization_model_id(model_id)
+        client.set_authorization_model_id(model_id)
+        previous, self._client = self._client, client
         self._model_id = model_id
-
-    async def _pin_model(self) -> str:
-        wanted = load_model()
-        latest = await self._sdk.read_latest_authorization_model()
-        current = latest.authorization_model if latest else None
-        if current is not None and _same_model(current.to_dict(), wanted):
-            return current.id
-        if not self._provision:
-            raise AuthorizationUnavailable("OpenFGA store has no current Wayfinder model: run 'wayfinder index'")
-        written = await self._sdk.write_authorization_model(WriteAuthorizationModelRequest(**wanted))
-        return written.authorization_model_id
+        if previous is not None:
+            await previous.close()
 
     async def batch_check(self, checks: Sequence[Check]) -> list[bool]:
         if not checks:
             return []
         items = [
-            ClientBatchCheckItem(user=c.user, relation=c.relation, object=c.object, correlation_id=str(i))
+            ClientBatchCheckItem(
+                user=c.user,
+                relation=c.relation,
+                object=c.object,
+                correlation_id=str(i),
+                context=dict(c.context) if c.context else None,
+            )
             for i, c in enumerate(checks)
         ]
         sdk = await self._ready()
-        async with _translated("batch check", self._settings.check_timeout_s):
-            response = await sdk.batch_check(
-                ClientBatchCheckRequest(checks=items),
-                {"max_batch_size": MAX_CHECKS_PER_REQUEST, "max_parallel_requests": 4},
-            )
+        try:
+            async with _translated("batch check", self._settings.check_timeout_s):
+                response = await sdk.batch_check(
+                    ClientBatchCheckRequest(checks=items),
+                    {"max_batch_size": MAX_CHECKS_PER_REQUEST, "max_parallel_requests": 4},
+                )
+        except AuthorizationUnavailable:
+            self._forget_store()
+            raise
         answers: dict[int, bool] = {}
         for single in response.result:
             if single.error is not None:
@@ -179,49 +198,113 @@ class OpenFGAClient:
             raise AuthorizationUnavailable("OpenFGA batch check returned an incomplete answer")
         return [answers[i] for i in range(len(checks))]
 
-    async def read_tuples(self) -> set[RelationTuple]:
+    async def read_tuples(self, object: str | None = None) -> set[RelationTuple]:
         found: set[RelationTuple] = set()
         token: str | None = None
         sdk = await self._ready()
+        key = ReadRequestTupleKey(object=object) if object else ReadRequestTupleKey()
         async with _translated("read", self._settings.check_timeout_s * 20):
             while True:
                 options: dict[str, Any] = {"page_size": READ_PAGE_SIZE}
                 if token:
                     options["continuation_token"] = token
-                page = await sdk.read(ReadRequestTupleKey(), options)
-                found.update(RelationTuple(t.key.user, t.key.relation, t.key.object) for t in page.tuples)
+                page = await sdk.read(key, options)
+                found.update(_from_sdk(t.key) for t in page.tuples)
                 token = page.continuation_token
                 if not token:
                     return found
 
     async def write_tuples(self, writes: Iterable[RelationTuple], deletes: Iterable[RelationTuple]) -> None:
+        """Deletes go first, so a change interrupted midway can only have narrowed access.
+
+        A change that fits in one request is one OpenFGA transaction (atomic, e.g. a page move);
+        a larger one is sent as delete batches, then write batches.
+        """
+        writes, deletes = sorted(writes, key=_order), sorted(deletes, key=_order)
         sdk = await self._ready()
-        for kind, tuples in (("writes", sorted(writes)), ("deletes", sorted(deletes))):
-            for start in range(0, len(tuples), MAX_TUPLES_PER_WRITE):
-                batch = [ClientTuple(t.user, t.relation, t.object) for t in tuples[start : start + MAX_TUPLES_PER_WRITE]]
-                async with _translated("write", self._settings.check_timeout_s * 4):
-                    await sdk.write(ClientWriteRequest(**{kind: batch}))
+        if len(writes) + len(deletes) <= MAX_TUPLES_PER_WRITE:
+            requests = [ClientWriteRequest(writes=_to_sdk(writes) or None, deletes=_to_sdk(deletes) or None)]
+        else:
+            requests = [
+                ClientWriteRequest(deletes=_to_sdk(deletes[start : start + MAX_TUPLES_PER_WRITE]))
+                for start in range(0, len(deletes), MAX_TUPLES_PER_WRITE)
+            ] + [
+                ClientWriteRequest(writes=_to_sdk(writes[start : start + MAX_TUPLES_PER_WRITE]))
+                for start in range(0, len(writes), MAX_TUPLES_PER_WRITE)
+            ]
+        for request in requests:
+            if not (request.writes or request.deletes):
+                continue
+            async with _translated("write", self._settings.check_timeout_s * 4):
+                # The SDK's default: one Write call, one transaction (its batch mode writes before it deletes).
+                await sdk.write(request)
+
+
+def _order(t: RelationTuple) -> tuple[str, str, str]:
+    return t.key
+
+
+def _to_sdk(tuples: Sequence[RelationTuple]) -> list[ClientTuple]:
+    return [
+        ClientTuple(
+            t.user,
+            t.relation,
+            t.object,
+            RelationshipCondition(name=t.condition.name, context=dict(t.condition.context)) if t.condition else None,
+        )
+        for t in tuples
+    ]
+
+
+def _from_sdk(key: Any) -> RelationTuple:
+    condition = None
+    if key.condition is not None:
+        context = {name: str(value) for name, value in (key.condition.context or {}).items()}
+        condition = Condition.of(key.condition.name, context)
+    return RelationTuple(key.user, key.relation, key.object, condition)
+
+
+async def _pin_model(client: OpenFgaClient, *, provision: bool) -> str:
+    wanted = load_model()
+    latest = await client.read_latest_authorization_model()
+    current = latest.authorization_model if latest else None
+    if current is not None and _same_model(current.to_dict(), wanted):
+        return current.id
+    if not provision:
+        raise AuthorizationUnavailable("OpenFGA store has no current Wayfinder model: run 'wayfinder index'")
+    written = await client.write_authorization_model(WriteAuthorizationModelRequest(**wanted))
+    return written.authorization_model_id
 
 
 def _same_model(current: dict[str, Any], wanted: dict[str, Any]) -> bool:
     """Compare models as OpenFGA stores them (the SDK answers in snake_case, the DSL tool in camelCase)."""
 
     def canonical(model: dict[str, Any]) -> str:
-        keep = {"schema_version": model.get("schema_version"), "type_definitions": model.get("type_definitions")}
+        keep = {key: model.get(key) for key in ("schema_version", "type_definitions", "conditions")}
         return json.dumps(_normalise(keep), sort_keys=True)
 
     return canonical(current) == canonical(wanted)
 
 
+_NOISE_KEYS = frozenset({"source_info", "module", "file"})  # DSL source positions
+_DROPPED_WHEN_EMPTY = frozenset({"relations", "metadata"})
+
+
 def _normalise(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {
-            re.sub(r"(?<!^)(?=[A-Z])", "_", k).lower(): _normalise(v)
-            for k, v in value.items()
-            # Noise between the two spellings: DSL source positions (metadata), the empty "object"
-            # fields and "relations: {}" the server adds. Empty "this"/"wildcard" objects stay.
-            if v is not None and v != "" and k != "metadata" and not (k == "relations" and v == {})
-        }
+    """snake_case keys, without the noise between the two spellings: DSL source positions, empty
+    strings, "generic_types: []", and empty "relations"/"metadata" the server adds or leaves out.
+    Type restrictions (under "metadata") are compared; empty "this"/"wildcard" objects stay."""
     if isinstance(value, list):
         return [_normalise(v) for v in value]
-    return value
+    if not isinstance(value, dict):
+        return value
+    result = {}
+    for key, item in value.items():
+        key = re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
+        item = _normalise(item)
+        if item is None or item == "" or item == [] or key in _NOISE_KEYS:
+            continue
+        if key in _DROPPED_WHEN_EMPTY and item == {}:
+            continue
+        result[key] = item
+    return result

@@ -30,10 +30,25 @@ class FakeAuthorizer:
 class FakeTupleStore:
     def __init__(self, tuples: Iterable[RelationTuple] = ()) -> None:
         self.tuples = set(tuples)
+        self.log: list[tuple[list[RelationTuple], list[RelationTuple]]] = []  # (writes, deletes) per call
 
-    async def read_tuples(self) -> set[RelationTuple]:
-        return set(self.tuples)
+    async def read_tuples(self, object: str | None = None) -> set[RelationTuple]:
+        return {t for t in self.tuples if object is None or t.object == object}
 
     async def write_tuples(self, writes: Iterable[RelationTuple], deletes: Iterable[RelationTuple]) -> None:
-        self.tuples.difference_update(deletes)
-        self.tuples.update(writes)
+        """Like OpenFGA: one tuple per key, deleting a missing tuple or writing an existing key fails."""
+        writes, deletes = list(writes), list(deletes)
+        if {t.key for t in writes} & {t.key for t in deletes}:
+            raise ValueError("one write request may not delete and write the same tuple key")
+        held = {t.key for t in self.tuples}
+        for t in deletes:
+            if t.key not in held:
+                raise ValueError(f"cannot delete a tuple that does not exist: {t.key}")
+            held.discard(t.key)
+        for t in writes:
+            if t.key in held:
+                raise ValueError(f"cannot write a tuple that already exists: {t.key}")
+            held.add(t.key)
+        deleted = {t.key for t in deletes}
+        self.tuples = {t for t in self.tuples if t.key not in deleted} | set(writes)
+        self.log.append((writes, deletes))

@@ -16,6 +16,8 @@ from core.settings import Settings
 app = typer.Typer(no_args_is_help=True, help="Wayfinder: permission-aware GraphRAG over Confluence.")
 services_app = typer.Typer(no_args_is_help=True, help="Local OpenFGA and Neo4j without Docker.")
 app.add_typer(services_app, name="services")
+grants_app = typer.Typer(no_args_is_help=True, help="Delegation: let an agent act for a user on one task, for a while.")
+app.add_typer(grants_app, name="grants")
 console = Console(stderr=True)
 
 
@@ -64,6 +66,72 @@ def services_status() -> None:
     _print_services(stack.status(Settings()))
 
 
+def _grants(action):
+    """Run ``action(store)`` against the OpenFGA store, with the CLI's error handling."""
+    from authz.client import OpenFGAClient
+
+    async def run():
+        async with OpenFGAClient(Settings().openfga) as store:
+            return await action(store)
+
+    try:
+        return asyncio.run(run())
+    except AuthorizationUnavailable as exc:
+        console.print("[yellow]hint:[/yellow] is OpenFGA running and indexed? `wayfinder services status`")
+        raise _fail(exc) from exc
+    except WayfinderError as exc:
+        raise _fail(exc) from exc
+
+
+@grants_app.command("add")
+def grants_add(
+    user: str,
+    agent: str,
+    task: str,
+    ttl: str = typer.Option("8h", help="How long the grant lives: 90s, 30m, 8h, 7d (at most 90 days)."),
+) -> None:
+    """Let AGENT act for USER on TASK until the lifetime ends (renews an existing grant)."""
+    from authz import grants
+
+    lifetime = _checked(lambda: grants.parse_ttl(ttl))
+    made = _grants(lambda store: grants.grant(store, user, agent, task, lifetime))
+    console.print(f"granted: {made.agent} acts for {made.user} on {made.task} until {made.expires_at:%Y-%m-%d %H:%M:%S} UTC")
+
+
+@grants_app.command("revoke")
+def grants_revoke(
+    user: str,
+    agent: str = typer.Option(None, help="Only grants to this agent."),
+    task: str = typer.Option(None, help="Only grants for this task."),
+) -> None:
+    """Delete USER's grants (all, or those matching --agent / --task). Takes effect on the next request."""
+    from authz import grants
+
+    gone = _grants(lambda store: grants.revoke(store, user, agent, task))
+    console.print(f"revoked {len(gone)} grant(s)")
+
+
+@grants_app.command("list")
+def grants_list() -> None:
+    """Show every grant and whether it is still live."""
+    from datetime import UTC, datetime
+
+    from authz import grants
+
+    now = datetime.now(UTC)
+    table = Table("user", "agent", "task", "expires (UTC)", "live")
+    for g in _grants(grants.list_grants):
+        table.add_row(g.user, g.agent, g.task, f"{g.expires_at:%Y-%m-%d %H:%M:%S}", "yes" if g.live(now) else "no")
+    console.print(table)
+
+
+def _checked(make):
+    try:
+        return make()
+    except WayfinderError as exc:
+        raise _fail(exc) from exc
+
+
 @app.command()
 def index() -> None:
     """Index the Apache Hive space: permissions to OpenFGA, the tree to Neo4j, text to LightRAG."""
@@ -89,19 +157,19 @@ def serve(transport: Transport = Transport.http) -> None:
     """Run the MCP server over streamable HTTP (bearer tokens) or stdio (the configured user)."""
     from functools import partial
 
+    from authz.audit import audit_key
     from mcp_app.auth import StaticTokens, fixed_identity, http_identity
-    from mcp_app.server import create_server, open_services
+    from mcp_app.server import audit_receipts, create_server, open_services
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     settings = Settings()
     try:
+        services, receipts = partial(open_services, settings), audit_receipts(audit_key(settings))
         if transport is Transport.stdio:
-            server = create_server(partial(open_services, settings), fixed_identity(settings.mcp.stdio_principal))
+            server = create_server(services, fixed_identity(settings.mcp.stdio_principal), observe=receipts)
             server.run(transport="stdio", show_banner=False)
         else:
-            server = create_server(
-                partial(open_services, settings), http_identity, auth=StaticTokens(settings.mcp.tokens)
-            )
+            server = create_server(services, http_identity, observe=receipts, auth=StaticTokens(settings.mcp.tokens))
             server.run(
                 transport="http", host=settings.mcp.host, port=settings.mcp.port, path="/mcp", show_banner=False
             )
@@ -122,6 +190,22 @@ def demo(
         run_demo(Settings(), console, start_services=not external_services)
     except WayfinderError as exc:
         raise _fail(exc) from exc
+
+
+@app.command("leak-suite")
+def leak_suite() -> None:
+    """Probe every page as every principal over MCP on a stack of its own; exit 1 on any leak."""
+    from devstack.leaks import run_leak_suite
+    from evals.leaks.canaries import CanarySource
+    from pipeline.sources.hive_export import HiveExportSource
+
+    settings = Settings()
+    try:
+        report = asyncio.run(run_leak_suite(settings, CanarySource(HiveExportSource(settings.corpus_dir)), console))
+    except WayfinderError as exc:
+        raise _fail(exc) from exc
+    if not report.passed:
+        raise typer.Exit(code=1)
 
 
 if __name__ == "__main__":

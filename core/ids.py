@@ -1,6 +1,8 @@
-"""Typed ids: ``space:HIVE``, ``page:27362069``, ``chunk:page:27362069#3``, ``entity:<name>``.
+"""Typed ids: ``space:HIVE``, ``page:27362069``, ``user:alice``, ``agent:digest-bot``, ``task:weekly``.
 
-OpenFGA objects use the same ``type:id`` spelling, so an id can be checked as it is.
+OpenFGA objects use the same ``type:id`` spelling, so an id that passed validation here can be
+checked as it is: every pattern matches the whole string (no trailing newline slips through) and
+is bounded in length, so a malformed id is an ``InvalidArgument``, never an engine error.
 """
 
 from __future__ import annotations
@@ -9,39 +11,57 @@ import re
 
 from core.errors import InvalidArgument
 
-_PAGE_ID = re.compile(r"^\d{1,20}$")
-_SPACE_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_~-]{0,63}$")
-_USER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
+MAX_ID_CHARS = 200  # longer than any id Wayfinder serves; longer input is refused before matching
+
+_PAGE_ID = re.compile(r"\d{1,20}")
+_SPACE_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_~-]{0,63}")
+# Users, agents and tasks: no ':', '#', '*' or whitespace, which OpenFGA gives a meaning.
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,127}")
+
+SERVED_KINDS = ("page", "space")
+
+
+def _shown(raw: object) -> str:
+    """The value as an error message may quote it: repr, cut short."""
+    text = repr(raw)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _valid(pattern: re.Pattern[str], raw: object, what: str) -> str:
+    if not isinstance(raw, str) or len(raw) > MAX_ID_CHARS or not pattern.fullmatch(raw):
+        raise InvalidArgument(f"invalid {what}: {_shown(raw)}")
+    return raw
 
 
 def space_id(key: str) -> str:
-    if not _SPACE_KEY.match(key):
-        raise InvalidArgument(f"invalid space key: {key!r}")
-    return f"space:{key}"
+    return f"space:{_valid(_SPACE_KEY, key, 'space key')}"
 
 
 def page_id(raw: str | int) -> str:
-    raw = str(raw)
-    if not _PAGE_ID.match(raw):
-        raise InvalidArgument(f"invalid page id: {raw!r}")
-    return f"page:{raw}"
+    return f"page:{_valid(_PAGE_ID, str(raw) if isinstance(raw, int) else raw, 'page id')}"
 
 
 def user_id(name: str) -> str:
-    if not _USER_ID.match(name):
-        raise InvalidArgument(f"invalid user id: {name!r}")
-    return f"user:{name}"
+    return f"user:{_valid(_NAME, name, 'user id')}"
 
 
-def parse(typed_id: str) -> tuple[str, str]:
+def agent_id(name: str) -> str:
+    return f"agent:{_valid(_NAME, name, 'agent id')}"
+
+
+def task_id(name: str) -> str:
+    return f"task:{_valid(_NAME, name, 'task id')}"
+
+
+def parse(typed_id: object) -> tuple[str, str]:
     """Split ``type:id`` and validate the parts Wayfinder serves; raise InvalidArgument otherwise."""
-    if not isinstance(typed_id, str) or ":" not in typed_id:
-        raise InvalidArgument(f"invalid id {typed_id!r}: expected 'type:id', e.g. 'page:27362069'")
+    if not isinstance(typed_id, str) or len(typed_id) > MAX_ID_CHARS or ":" not in typed_id:
+        raise InvalidArgument(f"invalid id {_shown(typed_id)}: expected 'type:id', e.g. 'page:27362069'")
     kind, _, raw = typed_id.partition(":")
     if kind == "page":
         page_id(raw)
     elif kind == "space":
         space_id(raw)
     else:
-        raise InvalidArgument(f"invalid id {typed_id!r}: unknown kind {kind!r} (expected page or space)")
+        raise InvalidArgument(f"invalid id {_shown(typed_id)}: unknown kind (expected page or space)")
     return kind, raw

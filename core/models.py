@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from core import ids
+from core.errors import InvalidArgument
 
 
 class Frozen(BaseModel):
@@ -36,13 +39,33 @@ class Page(Frozen):
 
 
 class Principal(Frozen):
-    """A verified caller. ``user`` is a bare user id such as ``alice``."""
+    """A verified caller: a user, or an agent acting for a user on one task (DESIGN.md A1, A2).
+
+    Ids are bare (``alice``, ``digest-bot``, ``weekly-digest``). An agent without a task, or a task
+    without an agent, is refused: delegation is always for one task.
+    """
 
     user: str
+    agent: str | None = None
+    task: str | None = None
+
+    @model_validator(mode="after")
+    def _valid(self) -> Principal:
+        ids.user_id(self.user)
+        if (self.agent is None) != (self.task is None):
+            raise InvalidArgument("an agent acts for a user on one task: give both agent and task, or neither")
+        if self.agent is not None and self.task is not None:
+            ids.agent_id(self.agent)
+            ids.task_id(self.task)
+        return self
 
     @property
     def subject(self) -> str:
         return f"user:{self.user}"
+
+    @property
+    def delegated(self) -> bool:
+        return self.agent is not None
 
 
 class Permissions(Frozen):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_CACHE_DIR = Path.home() / ".cache" / "wayfinder"
@@ -31,7 +31,10 @@ class OpenFGASettings(BaseModel):
     )
     store_name: str = Field("wayfinder", description="Name of the OpenFGA store Wayfinder uses.")
     check_timeout_s: float = Field(
-        3.0, gt=0, description="Deadline for one authorization round trip; past it the request fails closed."
+        3.0,
+        gt=0,
+        description="Deadline for all the authorization of one request (every check round trip, and a reconnect "
+        "to OpenFGA if one is needed); past it the request fails closed.",
     )
     resolve_node_limit: int = Field(
         100, ge=25, description="OpenFGA `--resolve-node-limit` (deep page trees need more than the default 25)."
@@ -68,15 +71,29 @@ class LightRAGSettings(BaseModel):
     insert_batch_size: int = Field(16, ge=1, description="Documents handed to LightRAG per insert call.")
 
 
+MIN_TOKEN_CHARS = 32
+
+
+class TokenPrincipal(BaseModel):
+    """Who a static development token acts as: a user, or an agent acting for a user on one task."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user: str
+    agent: str | None = None
+    task: str | None = None
+
+
 class MCPSettings(BaseModel):
     """The MCP server."""
 
     host: str = Field("127.0.0.1", description="Address the HTTP transport binds to.")
     port: int = Field(18765, description="Port of the HTTP transport.")
-    tokens: dict[str, str] = Field(
+    tokens: dict[str, str | TokenPrincipal] = Field(
         default_factory=dict,
-        description="Static bearer tokens for development: JSON object token → user id. Empty means nobody "
-        "can authenticate over HTTP.",
+        description="Static bearer tokens for development: JSON object token → user id, or token → "
+        '`{"user", "agent", "task"}` for an agent acting for a user. Tokens must be at least 32 characters. '
+        "Empty means nobody can authenticate over HTTP.",
     )
     stdio_principal: str | None = Field(
         None, description="User id the stdio transport acts as. Required for stdio; there is no default user."
@@ -95,6 +112,11 @@ class Settings(BaseSettings):
     )
     corpus_dir: Path = Field(
         Path("../shared/corpora/apache-hive-wiki"), description="The Apache Hive Confluence export to index."
+    )
+    audit_key: SecretStr | None = Field(
+        None,
+        description="Key of the HMACs that stand for principals and denied ids in audit receipts. When unset, a "
+        "random key is generated once into `audit.key` in the data directory.",
     )
     openfga: OpenFGASettings = Field(default_factory=OpenFGASettings)
     neo4j: Neo4jSettings = Field(default_factory=Neo4jSettings)

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 _HEADING = re.compile(r"^(?P<hashes>#{1,6})\s+(?P<title>.+?)\s*#*\s*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _TOKEN = re.compile(r"\w+|[^\w\s]")
+# An inline Markdown link or image: [text](target) or ![alt](target "title").
+MARKDOWN_LINK = re.compile(r"(?P<bang>!?)\[(?P<text>[^\]\n]*)\]\(\s*<?(?P<target>[^)\s>]*)>?(?:\s+\"[^\"\n]*\")?\s*\)")
 
 
 def estimate_tokens(text: str) -> int:
@@ -15,8 +17,14 @@ def estimate_tokens(text: str) -> int:
     return len(_TOKEN.findall(text))
 
 
+def plain(text: str) -> str:
+    """Links reduced to their text: what a reader sees, without any target."""
+    return MARKDOWN_LINK.sub(lambda m: m["text"], text)
+
+
 def slugify(title: str) -> str:
-    slug = re.sub(r"[^\w]+", "-", title.lower()).strip("-")
+    """A heading's slug, from the text a reader sees (a link's target never shapes a slug)."""
+    slug = re.sub(r"[^\w]+", "-", plain(title).lower()).strip("-")
     return slug or "section"
 
 
@@ -49,5 +57,5 @@ def sections(markdown: str) -> list[Section]:
         base = slugify(title) if level else "intro"
         seen[base] = seen.get(base, 0) + 1
         slug = base if seen[base] == 1 else f"{base}-{seen[base]}"
-        result.append(Section(slug, title, level, text + "\n"))
+        result.append(Section(slug, plain(title), level, text + "\n"))
     return result

@@ -1,57 +1,89 @@
-"""Who is calling: a bearer token over HTTP, the configured local user over stdio."""
+"""Who is calling: a bearer token over HTTP, the configured local user over stdio.
+
+A token names a user, or an agent acting for a user on one task (its claims carry ``act.sub``
+and ``task``, the shape OAuth token exchange gives delegated tokens). Either way the principal is
+built from the verified token of the HTTP request being served, never from the session: the MCP
+SDK also refuses a session id presented with another credential than the one that opened it.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 from collections.abc import Callable, Mapping
 
 from fastmcp.server.auth import AccessToken, TokenVerifier
 from fastmcp.server.dependencies import get_access_token
 
-from core import ids
 from core.errors import ConfigurationError, InvalidArgument, Unauthenticated
 from core.models import Principal
+from core.settings import MIN_TOKEN_CHARS, TokenPrincipal
 
 Identify = Callable[[], Principal]
 
 
-class StaticTokens(TokenVerifier):
-    """Development tokens from settings (token → user id). Unknown tokens get HTTP 401."""
+def _fingerprint(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()
 
-    def __init__(self, tokens: Mapping[str, str]) -> None:
+
+class StaticTokens(TokenVerifier):
+    """Development tokens from settings (token → user, or → user + agent + task). Unknown tokens get
+    HTTP 401. Tokens are held and compared as SHA-256 digests, all of one length, in constant time."""
+
+    def __init__(self, tokens: Mapping[str, str | TokenPrincipal]) -> None:
         super().__init__()
-        for user in tokens.values():
+        self._principals: list[tuple[bytes, Principal]] = []
+        for number, (token, owner) in enumerate(tokens.items(), start=1):
+            if len(token) < MIN_TOKEN_CHARS:
+                raise ConfigurationError(
+                    f"mcp.tokens: token #{number} is shorter than {MIN_TOKEN_CHARS} characters; "
+                    "use e.g. `python -c 'import secrets; print(secrets.token_urlsafe(32))'`"
+                )
+            fields = owner.model_dump() if isinstance(owner, TokenPrincipal) else {"user": owner}
             try:
-                ids.user_id(user)
-            except InvalidArgument as exc:
-                raise ConfigurationError(f"mcp.tokens: {exc}") from exc
-        self._tokens = dict(tokens)
+                principal = Principal(**fields)
+            except (InvalidArgument, ValueError) as exc:  # ValueError: pydantic's ValidationError
+                raise ConfigurationError(f"mcp.tokens: token #{number}: {exc}") from exc
+            self._principals.append((_fingerprint(token), principal))
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        user = None
-        for known, owner in self._tokens.items():  # compare every token in constant time
-            if hmac.compare_digest(known.encode(), token.encode()):
-                user = owner
-        if user is None:
+        presented = _fingerprint(token)
+        found = None
+        for known, principal in self._principals:  # every entry is compared: no early exit
+            if hmac.compare_digest(known, presented):
+                found = principal
+        if found is None:
             return None
-        return AccessToken(token=token, client_id=user, subject=user, scopes=[], claims={"sub": user})
+        claims: dict[str, object] = {"sub": found.user}
+        if found.agent is not None:
+            claims |= {"act": {"sub": found.agent}, "task": found.task}
+        # client_id differs between a user's own token and an agent's token for that user, so the
+        # two never share an MCP session.
+        client_id = f"agent:{found.agent}" if found.agent else f"user:{found.user}"
+        return AccessToken(token=token, client_id=client_id, subject=found.user, scopes=[], claims=claims)
 
 
 def http_identity() -> Principal:
+    """The principal of the HTTP request being served, from its verified token."""
     token = get_access_token()
     if token is None or not token.subject:
-        raise Unauthenticated("no verified bearer token")
+        raise Unauthenticated("a verified user is required")
+    act = token.claims.get("act")
+    agent = act.get("sub") if isinstance(act, dict) else None
+    task = token.claims.get("task")
     try:
-        ids.user_id(token.subject)  # never a wildcard or a userset such as "x#member"
-    except InvalidArgument as exc:
-        raise Unauthenticated("the token's subject is not a user id") from exc
-    return Principal(user=token.subject)
+        # Validated as ids: never a wildcard or a userset such as "x#member".
+        return Principal(user=token.subject, agent=agent, task=task)
+    except (InvalidArgument, ValueError) as exc:
+        raise Unauthenticated("the token does not name a valid principal") from exc
 
 
 def fixed_identity(user: str | None) -> Identify:
     """The stdio principal. There is no default user: stdio without one is a configuration error."""
     if not user:
         raise ConfigurationError("stdio needs WAYFINDER_MCP__STDIO_PRINCIPAL: the user the local agent acts for")
-    ids.user_id(user)
-    principal = Principal(user=user)
+    try:
+        principal = Principal(user=user)
+    except InvalidArgument as exc:
+        raise ConfigurationError(f"WAYFINDER_MCP__STDIO_PRINCIPAL: {exc}") from exc
     return lambda: principal

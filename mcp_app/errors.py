@@ -24,17 +24,24 @@ log = logging.getLogger("wayfinder.mcp")
 
 
 def to_tool_error(exc: BaseException) -> ToolError:
+    """The MCP error for ``exc``. Expected answers (not found, bad input) are not logged as errors."""
+    if isinstance(exc, ToolError):
+        return exc
     if isinstance(exc, NotFound):
-        return ToolError("not_found: no such page or space, or it is not visible to you")
+        return ToolError("not_found: no such page or space, or it is not visible to you", log_level=logging.DEBUG)
     if isinstance(exc, InvalidArgument):
-        return ToolError(f"invalid_argument: {exc}")
+        return ToolError(f"invalid_argument: {exc}", log_level=logging.DEBUG)
     if isinstance(exc, AuthorizationUnavailable):
         log.warning("authorization unavailable: %s", exc)
-        return ToolError("authorization_unavailable: permissions cannot be checked right now; nothing was returned")
+        return ToolError(
+            "authorization_unavailable: permissions cannot be checked right now; nothing was returned",
+            log_level=logging.DEBUG,  # logged once, just above
+        )
     if isinstance(exc, Unauthenticated):
-        return ToolError("unauthenticated: a verified user is required")
+        # Our own messages: no internal detail.
+        return ToolError(f"unauthenticated: {exc}", log_level=logging.INFO)
     log.error("tool failed", exc_info=exc)
-    return ToolError("unavailable: the service cannot answer right now")
+    return ToolError("unavailable: the service cannot answer right now", log_level=logging.DEBUG)
 
 
 def _describe(exc: BaseException) -> str:
@@ -45,10 +52,8 @@ def _describe(exc: BaseException) -> str:
 
 
 class ErrorMapping(Middleware):
-    """Applies :func:`to_tool_error` to every tool call.
-
-    FastMCP wraps a tool's exception in a ToolError before middleware sees it, so the original
-    is taken from ``__cause__``.
+    """Applies :func:`to_tool_error` to what the tools did not map themselves: invalid arguments
+    caught before a tool runs, and anything FastMCP wrapped (the original is its ``__cause__``).
     """
 
     async def on_call_tool(self, context: MiddlewareContext[Any], call_next: CallNext[Any, Any]) -> Any:

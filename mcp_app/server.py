@@ -16,10 +16,11 @@ from pydantic import Field
 
 from authz.base import Authorizer
 from authz.client import OpenFGAClient
-from authz.gate import Gate
+from authz.gate import DEFAULT_DEADLINE_S, Gate
+from core.models import Principal
 from core.settings import Settings
 from mcp_app.auth import Identify
-from mcp_app.errors import ErrorMapping
+from mcp_app.errors import ErrorMapping, to_tool_error
 from mcp_app.hygiene import UNTRUSTED_NOTICE, instruction_flags
 from navigator.navigator import Navigator
 from navigator.store import Neo4jStore
@@ -38,6 +39,10 @@ class Services:
     authorizer: Authorizer
     navigator: Navigator
     semantic: SemanticRetriever
+    authz_deadline_s: float = DEFAULT_DEADLINE_S  # all the authorization of one request
+
+    def gate(self, principal: Principal) -> Gate:
+        return Gate(self.authorizer, principal, deadline_s=self.authz_deadline_s)
 
 
 @asynccontextmanager
@@ -49,21 +54,28 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
         semantic_index(settings) as index,
     ):
         navigator = Navigator(store)
-        yield Services(authorizer, navigator, SemanticRetriever(index, navigator, settings.mcp.search_overfetch))
+        semantic = SemanticRetriever(index, navigator, settings.mcp.search_overfetch)
+        yield Services(authorizer, navigator, semantic, settings.openfga.check_timeout_s)
 
 
-def _audit(tool: str, gate: Gate, result: dict[str, Any]) -> None:
-    audit.info(json.dumps({"tool": tool, "outcome": result.get("error", "ok"), **gate.receipt()}))
+def audit_receipts(key: bytes) -> Observer:
+    """Writes each request's receipt to the ``wayfinder.audit`` log (DESIGN.md A9)."""
+
+    def write(tool: str, gate: Gate, result: dict[str, Any]) -> None:
+        audit.info(json.dumps({"tool": tool, "outcome": result.get("error", "ok"), **gate.receipt(key)}))
+
+    return write
 
 
 def create_server(
     services: Callable[[], AbstractAsyncContextManager[Services]],
     identify: Identify,
     *,
+    observe: Observer,
     auth: TokenVerifier | None = None,
-    observe: Observer = _audit,
 ) -> FastMCP:
-    """Build the server. ``observe`` sees each finished request's gate (audit receipts, tests)."""
+    """Build the server. ``observe`` sees each finished request's gate: :func:`audit_receipts` in
+    production, a recorder in tests."""
 
     @asynccontextmanager
     async def lifespan(_: FastMCP) -> AsyncIterator[Services]:
@@ -85,22 +97,29 @@ def create_server(
 
     @asynccontextmanager
     async def request(ctx: Context, tool: str) -> AsyncIterator[tuple[Services, Gate, dict[str, Any]]]:
-        """One authorized request. Its receipt is observed whether it succeeds or fails."""
+        """One authorized request. Its receipt is observed whether it succeeds or fails, and any
+        failure leaves as one of the few stable MCP errors (mcp_app.errors)."""
         opened: Services = ctx.lifespan_context
-        gate = Gate(opened.authorizer, identify())
+        try:
+            gate = opened.gate(identify())
+        except Exception as exc:
+            raise to_tool_error(exc) from None
         result: dict[str, Any] = {}
         try:
             yield opened, gate, result
         except Exception as exc:
             observe(tool, gate, {"error": type(exc).__name__})
-            raise
+            raise to_tool_error(exc) from None  # mapped here, so expected answers log no traceback
         observe(tool, gate, result)
 
     @mcp.tool(annotations=READ_ONLY)
     async def search(
-        query: Annotated[str, Field(description="What to look for, in words or exact identifiers.")],
+        query: Annotated[str, Field(max_length=2000, description="What to look for, in words or exact identifiers.")],
         ctx: Context,
-        spaces: Annotated[list[str] | None, Field(description="Only these space keys, e.g. ['HIVE'].")] = None,
+        spaces: Annotated[
+            list[Annotated[str, Field(max_length=64)]] | None,
+            Field(max_length=50, description="Only these space keys, e.g. ['HIVE']."),
+        ] = None,
         top_k: Annotated[int, Field(ge=1, le=50, description="Number of page hits.")] = 10,
         response_format: Literal["concise", "detailed"] = "concise",
     ) -> dict[str, Any]:
@@ -113,9 +132,11 @@ def create_server(
 
     @mcp.tool(annotations=READ_ONLY)
     async def fetch(
-        id: Annotated[str, Field(description="Page id from a search hit or the tree, e.g. 'page:27362069'.")],
+        id: Annotated[str, Field(max_length=200, description="Page id from a search hit or the tree, e.g. 'page:27362069'.")],
         ctx: Context,
-        section: Annotated[str | None, Field(description="Heading slug from the outline; whole page if omitted.")] = None,
+        section: Annotated[
+            str | None, Field(max_length=200, description="Heading slug from the outline; whole page if omitted.")
+        ] = None,
     ) -> dict[str, Any]:
         """Read a page as Markdown, or one section of it, with its outline (slugs and token counts)
         and breadcrumb."""
@@ -134,9 +155,9 @@ def create_server(
 
     @mcp.tool(annotations=READ_ONLY)
     async def list_children(
-        id: Annotated[str, Field(description="A space id ('space:HIVE') for its top pages, or a page id.")],
+        id: Annotated[str, Field(max_length=200, description="A space id ('space:HIVE') for its top pages, or a page id.")],
         ctx: Context,
-        cursor: Annotated[str | None, Field(description="next_cursor of the previous call.")] = None,
+        cursor: Annotated[str | None, Field(max_length=512, description="next_cursor of the previous call.")] = None,
         limit: Annotated[int, Field(ge=1, le=200, description="Children per call.")] = 50,
     ) -> dict[str, Any]:
         """List the child pages of a space or page in tree order, page by page."""

@@ -8,6 +8,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from authz import links, policy
 from authz.gate import Gate
 from core import ids
 from core.errors import InvalidArgument, NotFound
@@ -15,6 +16,8 @@ from core.text import estimate_tokens, sections
 from navigator.base import ChildPage, Crumb, NavigatorStore, PageSummary
 
 MAX_CHILDREN_LIMIT = 200
+MAX_SECTION_CHARS = 200
+MAX_CURSOR_CHARS = 512
 
 
 @dataclass(frozen=True)
@@ -80,45 +83,33 @@ class Navigator:
         kind, _ = ids.parse(page_id)
         if kind != "page":
             raise InvalidArgument(f"fetch takes a page id such as 'page:27362069', got {page_id!r}")
+        if section is not None and (not isinstance(section, str) or not 0 < len(section) <= MAX_SECTION_CHARS):
+            raise InvalidArgument(f"section must be a heading slug of 1 to {MAX_SECTION_CHARS} characters")
         await gate.require(page_id)
         page = await self._store.page(page_id)
         if page is None:  # deleted between the check and the read
             raise NotFound(page_id)
-        parts = sections(page.markdown)
-        outline = [{"slug": s.slug, "title": s.title, "level": s.level, "tokens": estimate_tokens(s.text)} for s in parts]
-        markdown = page.markdown
-        if section is not None:
-            chosen = next((s for s in parts if s.slug == section), None)
-            if chosen is None:
-                raise InvalidArgument(f"page {page_id} has no section {section!r}; see the outline for slugs")
-            markdown = chosen.text
         summary = (await self.visible_summaries(gate, [page_id])).get(page_id)
         if summary is None:  # its space is hidden, or it moved or vanished since the check
             raise NotFound(page_id)
+        parts = sections(page.markdown)
+        chosen = page.markdown
+        if section is not None:
+            match = next((s for s in parts if s.slug == section), None)
+            if match is None:
+                raise InvalidArgument(f"page {page_id} has no section {section!r}; see the outline for slugs")
+            chosen = match.text
+        # Links to pages the caller cannot see lose their targets, in the text and the outline.
+        markdown, *titles = await links.redact(gate, [chosen, *(s.title for s in parts)])
+        outline = [
+            {"slug": s.slug, "title": title, "level": s.level, "tokens": estimate_tokens(s.text)}
+            for s, title in zip(parts, titles, strict=True)
+        ]
         return PageView(page.id, page.title, page.url, summary.space_id, summary.ancestors, outline, section, markdown)
 
     async def visible_summaries(self, gate: Gate, page_ids: Sequence[str]) -> dict[str, PageSummary]:
-        """Summaries of the visible pages among ``page_ids``, each breadcrumb cut at the first hidden ancestor.
-
-        Every page, its space and every ancestor shown are checked, in one batch.
-        """
-        summaries = await self._store.summaries(page_ids)
-        visible = await gate.visible(
-            [pid for pid in page_ids if pid in summaries]
-            + [s.space_id for s in summaries.values()]
-            + [crumb.id for s in summaries.values() for crumb in s.ancestors]
-        )
-        result = {}
-        for pid, summary in summaries.items():
-            if pid not in visible or summary.space_id not in visible:
-                continue
-            crumbs: list[Crumb] = []
-            for crumb in reversed(summary.ancestors):  # walk up from the parent
-                if crumb.id not in visible:
-                    break
-                crumbs.insert(0, crumb)
-            result[pid] = PageSummary(summary.id, summary.title, summary.url, summary.space_id, tuple(crumbs))
-        return result
+        """Summaries of the visible pages among ``page_ids``, breadcrumbs cut (authz.policy)."""
+        return await policy.visible_pages(gate, await self._store.summaries(page_ids))
 
 
 _BAD_CURSOR = "invalid cursor: pass the next_cursor of the previous list_children call unchanged"
@@ -130,6 +121,8 @@ def _encode_cursor(node_id: str, last_id: str) -> str:
 
 
 def _decode_cursor(cursor: str, node_id: str) -> str:
+    if not isinstance(cursor, str) or len(cursor) > MAX_CURSOR_CHARS:
+        raise InvalidArgument(_BAD_CURSOR)
     try:
         data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
         if data["node"] == node_id and isinstance(data["after"], str):

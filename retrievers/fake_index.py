@@ -60,8 +60,9 @@ class FakeSemanticIndex:
             key=lambda pair: (-pair[0], pair[1]),
         )
         matching = [doc_id for score, doc_id in scored if score > 0][:top_k]
+        score_of = {doc_id: score / max(len(wanted), 1) for score, doc_id in scored}
         chunks = [
-            ChunkHit(chunk_id=f"{doc_id}-chunk-000", doc_id=doc_id, text=self.docs[doc_id], rank=rank)
+            ChunkHit(_chunk_id(doc_id), doc_id, self.docs[doc_id], rank, score_of[doc_id])
             for rank, doc_id in enumerate(matching, start=1)
         ]
         support: dict[str, set[str]] = {}
@@ -75,11 +76,27 @@ class FakeSemanticIndex:
                 if source != target and (source.casefold() in wanted or target.casefold() in wanted):
                     edges.setdefault(f"{source} -> {target}", set()).add(doc_id)
         entities = [
-            GraphHit("entity", name, f"{name} (fake)", frozenset(ids), rank)
+            GraphHit("entity", name, f"{name} (fake)", frozenset(ids), rank, _chunk_ids(ids), 1.0)
             for rank, (name, ids) in enumerate(sorted(support.items())[:top_k], start=1)
         ]
         relations = [
-            GraphHit("relation", name, f"{name} (fake)", frozenset(ids), rank)
+            GraphHit("relation", name, f"{name} (fake)", frozenset(ids), rank, _chunk_ids(ids), 1.0)
             for rank, (name, ids) in enumerate(sorted(edges.items())[:top_k], start=1)
         ]
         return RawResults(chunks=chunks, entities=entities, relations=relations)
+
+    async def chunks(self, chunk_ids: Sequence[str]) -> list[ChunkHit]:
+        self.calls.append(("chunks", list(chunk_ids)))
+        docs = [cid.removesuffix(_CHUNK_SUFFIX) for cid in dict.fromkeys(chunk_ids)]
+        return [ChunkHit(_chunk_id(d), d, self.docs[d], rank=0) for d in docs if d in self.docs]
+
+
+_CHUNK_SUFFIX = "-chunk-000"
+
+
+def _chunk_id(doc_id: str) -> str:
+    return doc_id + _CHUNK_SUFFIX
+
+
+def _chunk_ids(doc_ids: set[str]) -> tuple[str, ...]:
+    return tuple(_chunk_id(d) for d in sorted(doc_ids))

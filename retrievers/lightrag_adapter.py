@@ -69,7 +69,7 @@ with _contained_import():
     import lightrag.kg.json_kv_impl  # noqa: F401
     import lightrag.kg.nano_vector_db_impl  # noqa: F401
     import lightrag.kg.networkx_impl  # noqa: F401
-    from lightrag import LightRAG, QueryParam
+    from lightrag import LightRAG
     from lightrag.base import DocStatus
     from lightrag.constants import GRAPH_FIELD_SEP
     from lightrag.kg.shared_storage import finalize_share_data
@@ -94,17 +94,21 @@ class IndexDocument:
 
 @dataclass(frozen=True)
 class ChunkHit:
+    """A chunk of one document. ``score`` is its similarity to the query (0 when fetched by id)."""
+
     chunk_id: str
     doc_id: str
     text: str
     rank: int
+    score: float = 0.0
 
 
 @dataclass(frozen=True)
 class GraphHit:
     """An entity (``name`` is the entity) or relation (``name`` is ``"A -> B"``).
 
-    ``doc_ids`` holds every document supporting it; all must be authorized before use.
+    ``doc_ids`` holds every document supporting it and ``chunk_ids`` every supporting chunk; all
+    documents must be authorized before the hit, its text or its chunks are used.
     """
 
     kind: Literal["entity", "relation"]
@@ -112,6 +116,8 @@ class GraphHit:
     description: str
     doc_ids: frozenset[str]
     rank: int
+    chunk_ids: tuple[str, ...] = ()
+    score: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -122,7 +128,8 @@ class RawResults:
 
 
 class SemanticIndex(Protocol):
-    """Documents in, unauthorized candidates out."""
+    """Documents in, unauthorized candidates out: each channel searched on its own, nothing
+    expanded through the graph (the caller expands through the items it may see)."""
 
     async def upsert(self, docs: Sequence[IndexDocument], on_progress: Callable[[int], None] | None = None) -> None:
         """Index ``docs``, replacing earlier versions; ``on_progress(n_done)`` after each batch."""
@@ -133,7 +140,11 @@ class SemanticIndex(Protocol):
         ...
 
     async def query(self, text: str, top_k: int) -> RawResults:
-        """Chunks, entities and relations relevant to ``text``."""
+        """Up to ``top_k`` chunks, entities and relations each, by similarity to ``text``."""
+        ...
+
+    async def chunks(self, chunk_ids: Sequence[str]) -> list[ChunkHit]:
+        """The chunks with these ids (unknown ids are skipped)."""
         ...
 
     async def indexed_doc_ids(self) -> set[str]:
@@ -303,47 +314,88 @@ class LightRAGIndex:
         return set(processed)
 
     async def query(self, text: str, top_k: int) -> RawResults:
+        """Three independent searches: chunks by the query, entities by its low-level keywords
+        (named exactly, then by vector), relations by its high-level keywords (LightRAG's
+        naive/local/global channels).
+
+        LightRAG's own ``aquery_data`` is not used: it expands entities to their relations and
+        relations to their entities before anyone can authorize them, so a hidden page would pick
+        visible candidates. Here every hit carries its documents and nothing is expanded.
+        """
         rag = self._require_open()
         if top_k < 1:
             raise InvalidArgument("top_k must be at least 1")
         high, low = await asyncio.to_thread(self._extractor.keywords, text)
-        param = QueryParam(
-            mode="mix",
-            top_k=top_k,
-            chunk_top_k=top_k,
-            hl_keywords=high,
-            ll_keywords=low,
-            enable_rerank=False,
-            stream=False,
-        )
+        probes = [text, ", ".join(low), ", ".join(high)]
         try:
-            result = await rag.aquery_data(text, param)
+            vectors = await self._embedder.embed([p for p in probes if p])
+            vector_of = dict(zip([p for p in probes if p], vectors, strict=True))
+            chunk_rows = await rag.chunks_vdb.query(text, top_k, query_embedding=vector_of[text])
+            entity_rows = await rag.entities_vdb.query(probes[1], top_k, query_embedding=vector_of[probes[1]]) if low else []
+            relation_rows = (
+                await rag.relationships_vdb.query(probes[2], top_k, query_embedding=vector_of[probes[2]]) if high else []
+            )
+            # Entities the query names exactly come first: an identifier (a property, a class, an
+            # error code) is the strongest evidence there is, and its vector may not be close.
+            graph = rag.chunk_entity_relation_graph
+            named = list(await graph.get_nodes_batch(low)) if low else []
+            scored = [(name, 1.0) for name in named] + [
+                (row["entity_name"], float(row["distance"])) for row in entity_rows if row["entity_name"] not in named
+            ][: top_k - len(named)]
+            names = [name for name, _ in scored]
+            pairs = [(row["src_id"], row["tgt_id"]) for row in relation_rows]
+            nodes = await graph.get_nodes_batch(names) if names else {}
+            edges = (
+                await graph.get_edges_batch([{"src": a, "tgt": b} for a, b in pairs])
+                if pairs
+                else {}
+            )
+        except (ConfigurationError, InvalidArgument):
+            raise
         except Exception as exc:
             raise IndexError_(f"LightRAG query failed: {exc}") from exc
-        data = result.get("data") or {}
-        chunks = data.get("chunks") or []
-        entities = data.get("entities") or []
-        relations = data.get("relationships") or []
 
-        entity_sources = await self._tracked_chunks(rag.entity_chunks, [e["entity_name"] for e in entities])
-        relation_keys = [make_relation_chunk_key(r["src_id"], r["tgt_id"]) for r in relations]
-        relation_sources = await self._tracked_chunks(rag.relation_chunks, relation_keys)
-        all_chunk_ids = {c["chunk_id"] for c in chunks if c.get("chunk_id")}
-        for ids in [*entity_sources, *relation_sources]:
-            all_chunk_ids.update(ids)
+        entity_sources = await self._tracked_chunks(rag.entity_chunks, names)
+        relation_sources = await self._tracked_chunks(rag.relation_chunks, [make_relation_chunk_key(a, b) for a, b in pairs])
+        all_chunk_ids = set().union(*entity_sources, *relation_sources)
         doc_of = await self._doc_of_chunks(sorted(all_chunk_ids))
-
         chunk_hits = [
-            ChunkHit(chunk_id=c["chunk_id"], doc_id=doc_of[c["chunk_id"]], text=c.get("content", ""), rank=rank)
-            for rank, c in enumerate((c for c in chunks if c.get("chunk_id") in doc_of), start=1)
+            ChunkHit(row["id"], row["full_doc_id"], row.get("content", ""), rank, float(row["distance"]))
+            for rank, row in enumerate((r for r in chunk_rows if r.get("full_doc_id")), start=1)
+        ]
+        entities = [(name, nodes.get(name) or {}, score) for name, score in scored]
+        relations = [
+            (f"{a} -> {b}", edges.get((a, b)) or {}, float(row["distance"]))
+            for (a, b), row in zip(pairs, relation_rows, strict=True)
         ]
         return RawResults(
             chunks=chunk_hits,
-            entities=_graph_hits("entity", [e["entity_name"] for e in entities], entities, entity_sources, doc_of),
-            relations=_graph_hits(
-                "relation", [f"{r['src_id']} -> {r['tgt_id']}" for r in relations], relations, relation_sources, doc_of
-            ),
+            entities=_graph_hits("entity", entities, entity_sources, doc_of),
+            relations=_graph_hits("relation", relations, relation_sources, doc_of),
         )
+
+    async def entity_evidence(self) -> dict[str, frozenset[str]]:
+        """Every entity with the documents supporting it: for evaluation runs, not for requests
+        (it reads the whole graph)."""
+        rag = self._require_open()
+        names = await rag.chunk_entity_relation_graph.get_all_labels()
+        sources = await self._tracked_chunks(rag.entity_chunks, names)
+        doc_of = await self._doc_of_chunks(sorted(set().union(*sources)))
+        return {
+            name: frozenset(doc_of[c] for c in chunk_ids if c in doc_of)
+            for name, chunk_ids in zip(names, sources, strict=True)
+            if chunk_ids
+        }
+
+    async def chunks(self, chunk_ids: Sequence[str]) -> list[ChunkHit]:
+        rag = self._require_open()
+        wanted = list(dict.fromkeys(chunk_ids))
+        rows = await rag.text_chunks.get_by_ids(wanted) if wanted else []
+        return [
+            ChunkHit(cid, row["full_doc_id"], row.get("content", ""), rank=0)
+            for cid, row in zip(wanted, rows, strict=True)
+            if row and row.get("full_doc_id")
+        ]
 
     @staticmethod
     async def _tracked_chunks(storage: Any, keys: list[str]) -> list[list[str]]:
@@ -357,21 +409,20 @@ class LightRAGIndex:
 
 def _graph_hits(
     kind: Literal["entity", "relation"],
-    names: list[str],
-    records: list[dict[str, Any]],
+    found: list[tuple[str, dict[str, Any], float]],
     sources: list[list[str]],
     doc_of: dict[str, str],
 ) -> list[GraphHit]:
-    """Hits for entities/relations whose every supporting chunk resolves to a document, ranked in order.
+    """Hits for entities/relations whose every supporting chunk resolves to a document, in order.
 
     One untraceable chunk (e.g. a delete that stopped midway) drops the hit: its merged description
     may hold text whose document can no longer be authorized (DESIGN.md A4).
     """
     hits: list[GraphHit] = []
-    for name, record, chunk_ids in zip(names, records, sources, strict=True):
+    for (name, record, score), chunk_ids in zip(found, sources, strict=True):
         if not chunk_ids or any(cid not in doc_of for cid in chunk_ids):
             continue
         doc_ids = frozenset(doc_of[cid] for cid in chunk_ids)
         description = (record.get("description") or "").replace(GRAPH_FIELD_SEP, "\n")
-        hits.append(GraphHit(kind, name, description, doc_ids, rank=len(hits) + 1))
+        hits.append(GraphHit(kind, name, description, doc_ids, len(hits) + 1, tuple(chunk_ids), score))
     return hits

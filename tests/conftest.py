@@ -11,6 +11,7 @@ from rich.console import Console
 from core.models import Page
 from core.settings import Settings
 from devstack import stack
+from evals.leaks.canaries import CanarySource
 from pipeline.runner import IndexReport, run_index
 from pipeline.sources.hive_export import HiveExportSource
 
@@ -66,10 +67,15 @@ def services(settings: Settings):
     stack.down(settings)
 
 
+def slice_source(settings: Settings) -> CanarySource:
+    """The slice, with a canary planted in each restricted page (the leak suite looks for them)."""
+    return CanarySource(SliceSource(settings.corpus_dir))
+
+
 @pytest.fixture(scope="session")
 async def indexed(services: Settings) -> IndexReport:
     """The slice indexed through the real pipeline: tuples, tree and LightRAG."""
-    return await run_index(services, SliceSource(services.corpus_dir), Console(quiet=True))
+    return await run_index(services, slice_source(services), Console(quiet=True))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

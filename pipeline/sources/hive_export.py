@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import urllib.parse
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,10 @@ _REF = re.compile(r'\{\{< ref "(?P<target>[^"]*)" >\}\}')
 _PAGE_REF = re.compile(r"^(?:.*_)?(?P<id>\d+)(?P<anchor>#.*)?$")
 _FRONT_MATTER = re.compile(r"\A---\n(?P<meta>.*?)\n---\n", re.S)
 _BLANK_RUNS = re.compile(r"\n(?:[ \t]*\n){2,}")
+# Links to pages of the space by title, as absolute Confluence URLs in the page text.
+_DISPLAY_URL = re.compile(
+    r"https?://cwiki\.apache\.org/confluence/display/(?:Hive|HIVE)/(?P<title>[^\s)#\"'<>\]]+)(?P<anchor>#[^\s)\"'<>\]]*)?"
+)
 
 DESIGN_DOCS_PAGE = "27362075"  # "DesignDocs": restricted subtree
 SINGLE_USER_PAGE = "27822784"  # "ContributorsMinutes110726": restricted to bob alone
@@ -100,6 +105,17 @@ def to_markdown(raw: str) -> tuple[str, str]:
     return title, body
 
 
+def link_titles(markdown: str, page_ids_by_title: dict[str, str]) -> str:
+    """Confluence "display" URLs of pages in the space become ``page:<id>`` links, like Hugo refs,
+    so a link to a page is always spelled by id and can be authorized. Unknown titles stay."""
+
+    def by_id(match: re.Match[str]) -> str:
+        page_id = page_ids_by_title.get(urllib.parse.unquote_plus(match["title"]))
+        return match[0] if page_id is None else f"page:{page_id}{match['anchor'] or ''}"
+
+    return _DISPLAY_URL.sub(by_id, markdown)
+
+
 def _rewrite_ref(match: re.Match[str]) -> str:
     target = match["target"]
     page = _PAGE_REF.match(target)
@@ -160,4 +176,5 @@ class HiveExportSource:
                     markdown=body,
                 )
             )
-        return pages
+        titles = {page.title: page.page_id for page in pages}
+        return [page.model_copy(update={"markdown": link_titles(page.markdown, titles)}) for page in pages]

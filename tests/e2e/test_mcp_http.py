@@ -3,55 +3,41 @@ LightRAG), with bearer tokens. What each user gets back is checked against the H
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
+import httpx
 import pytest
-import uvicorn
 from fastmcp import Client
 from fastmcp.exceptions import ToolError
 
 from authz.gate import Gate
 from core.settings import Settings
+from devstack.serving import serving
 from mcp_app.auth import StaticTokens, http_identity
 from mcp_app.server import create_server, open_services
 from tests.conftest import SliceSource
 
-TOKENS = {"alice": "tok-alice-e2e", "bob": "tok-bob-e2e", "carol": "tok-carol-e2e"}
+TOKENS = {user: f"e2e-token-of-{user}".ljust(40, "x") for user in ("alice", "bob", "carol")}
 DESIGN_DOCS = "27362075"
 DESIGN_QUERIES = ["correlation optimizer", "Hive on Tez design", "column statistics in Hive", "DesignDocs proposals"]
 OPEN_QUERIES = ["HiveServer2 LDAP authentication", "schema tool metastore"]
 TYPED_ID = re.compile(r"^(page|space):[A-Za-z0-9]+$")
 
 
-async def _serve(settings: Settings, port: int, observed: list) -> tuple[uvicorn.Server, asyncio.Task]:
+@pytest.fixture(scope="module")
+async def mcp_url(indexed, services: Settings):
+    observed: list[tuple[str, Gate, dict[str, Any]]] = []
     server = create_server(
-        partial(open_services, settings),
+        partial(open_services, services),
         http_identity,
         auth=StaticTokens({token: user for user, token in TOKENS.items()}),
         observe=lambda tool, gate, result: observed.append((tool, gate, result)),
     )
-    config = uvicorn.Config(server.http_app(path="/mcp"), host="127.0.0.1", port=port, lifespan="on", log_level="warning")
-    uv = uvicorn.Server(config)
-    task = asyncio.create_task(uv.serve())
-    for _ in range(600):
-        if uv.started or task.done():
-            break
-        await asyncio.sleep(0.05)
-    assert uv.started, "MCP server did not start"
-    return uv, task
-
-
-@pytest.fixture(scope="module")
-async def mcp_url(indexed, services: Settings):
-    observed: list[tuple[str, Gate, dict[str, Any]]] = []
-    uv, task = await _serve(services, services.mcp.port, observed)
-    yield f"http://127.0.0.1:{services.mcp.port}/mcp", observed
-    uv.should_exit = True
-    await task
+    async with serving(server, services.mcp.host, services.mcp.port) as url:
+        yield url, observed
 
 
 @pytest.fixture(scope="module")
@@ -179,8 +165,20 @@ async def test_every_returned_id_was_checked_and_allowed(mcp_url):
         assert returned <= allowed, (tool, returned - allowed)
 
 
-async def test_unknown_token_is_rejected(mcp_url):
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+}
+
+
+async def test_unknown_token_is_rejected_with_401_and_a_known_one_accepted(mcp_url):
     url, _ = mcp_url
-    with pytest.raises(Exception):
-        async with Client(url, auth="not-a-token") as client:
-            await client.list_tools()
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    async with httpx.AsyncClient(timeout=10) as http:
+        for token in ("not-a-token", TOKENS["alice"][:-1], "x" * 40):
+            refused = await http.post(url, json=INITIALIZE, headers=headers | {"Authorization": f"Bearer {token}"})
+            assert refused.status_code == 401 and "wayfinder" not in refused.text.lower()
+        accepted = await http.post(url, json=INITIALIZE, headers=headers | {"Authorization": f"Bearer {TOKENS['alice']}"})
+        assert accepted.status_code == 200

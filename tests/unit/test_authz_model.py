@@ -1,24 +1,46 @@
-"""The OpenFGA model: its own tests pass in the real engine (fga CLI), and the shipped JSON is the DSL."""
+"""The OpenFGA model: its own tests pass in the real engine (fga CLI), they fail for the widening
+model they were written against, and the shipped JSON is the DSL."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import yaml
 
 from authz.client import load_model
 
 AUTHZ = Path(__file__).resolve().parents[2] / "authz"
 FGA = str(Path(sys.executable).parent / "fga")
+SAFE_ANCESTORS = "define passes_ancestors: (is_root but not has_parent) or viewer from parent"
+
+
+def model_test(tests: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([FGA, "model", "test", "--tests", str(tests)], capture_output=True, text=True, timeout=60)
 
 
 def test_model_tests_pass_in_the_engine():
-    run = subprocess.run(
-        [FGA, "model", "test", "--tests", str(AUTHZ / "model.fga.yaml")], capture_output=True, text=True, timeout=60
-    )
+    count = len(yaml.safe_load((AUTHZ / "model.fga.yaml").read_text())["tests"])
+    run = model_test(AUTHZ / "model.fga.yaml")
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "Tests 8/8 passing" in run.stdout + run.stderr
+    assert f"Tests {count}/{count} passing" in run.stdout + run.stderr
+
+
+def test_model_tests_catch_a_root_marker_that_widens(tmp_path):
+    """The v0 rule (`is_root or viewer from parent`) let a page with both a root marker and a parent
+    escape its parent's restriction; the suite must reject that model."""
+    model = (AUTHZ / "model.fga").read_text()
+    assert SAFE_ANCESTORS in model
+    (tmp_path / "model.fga").write_text(
+        model.replace(SAFE_ANCESTORS, "define passes_ancestors: is_root or viewer from parent")
+    )
+    shutil.copy(AUTHZ / "model.fga.yaml", tmp_path / "model.fga.yaml")
+    run = model_test(tmp_path / "model.fga.yaml")
+    assert run.returncode != 0
+    assert "never widens" in run.stdout + run.stderr
 
 
 def test_shipped_json_is_the_transformed_dsl():
@@ -27,3 +49,21 @@ def test_shipped_json_is_the_transformed_dsl():
         capture_output=True, text=True, timeout=60, check=True,
     )
     assert json.loads(run.stdout) == load_model()
+
+
+def test_models_compare_by_rules_and_type_restrictions_not_by_spelling_noise():
+    from authz.client import _same_model
+
+    shipped = load_model()
+    noisy = json.loads(json.dumps(shipped))
+    for definition in noisy["type_definitions"]:
+        definition.setdefault("metadata", {})["source_info"] = None
+        definition["metadata"]["module"] = ""
+    for condition in noisy["conditions"].values():
+        for parameter in condition["parameters"].values():
+            parameter["generic_types"] = []
+    assert _same_model(noisy, shipped)
+    narrower = json.loads(json.dumps(shipped))
+    space = next(d for d in narrower["type_definitions"] if d["type"] == "space")
+    space["metadata"]["relations"]["viewer"]["directly_related_user_types"].pop(1)  # drop user:*
+    assert not _same_model(narrower, shipped)

@@ -67,7 +67,7 @@ async def _no_services():
 
 
 async def test_every_tool_is_described_and_read_only():
-    server = create_server(_no_services, lambda: Principal(user="alice"))
+    server = create_server(_no_services, lambda: Principal(user="alice"), observe=lambda *_: None)
     async with Client(server) as client:
         tools = await client.list_tools()
     assert {t.name for t in tools} == {"search", "fetch", "list_spaces", "list_children"}

@@ -48,3 +48,15 @@ async def test_unknown_space_and_missing_corpus_are_errors(tmp_path):
         await HiveExportSource(CORPUS).pages("NOPE")
     with pytest.raises(SourceError, match="cannot read the space index"):
         await HiveExportSource(tmp_path).pages("HIVE")
+
+
+def test_display_urls_of_pages_in_the_space_become_page_links():
+    from pipeline.sources.hive_export import link_titles
+
+    text = (
+        "[DDL](https://cwiki.apache.org/confluence/display/Hive/LanguageManual+DDL#LanguageManualDDL-Create) "
+        "and https://cwiki.apache.org/confluence/display/Hive/Design%20Docs and "
+        "[gone](https://cwiki.apache.org/confluence/display/Hive/No+Such+Page)"
+    )
+    linked = link_titles(text, {"LanguageManual DDL": "27362034", "Design Docs": "27362075"})
+    assert linked == "[DDL](page:27362034#LanguageManualDDL-Create) and page:27362075 and " + text.split(" and ")[-1]

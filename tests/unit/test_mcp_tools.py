@@ -112,7 +112,10 @@ async def test_entities_backed_by_too_many_documents_are_left_out_unchecked():
     class HubIndex:
         async def query(self, text, top_k):
             hub = frozenset(f"page:{n}" for n in range(100, 101 + MAX_EVIDENCE_DOCS))
-            return RawResults(chunks=[], entities=[GraphHit("entity", "Hive", "everywhere", hub, 1)], relations=[])
+            return RawResults(chunks=[], entities=[GraphHit("entity", "Hive", "everywhere", hub, 1, score=1.0)], relations=[])
+
+        async def chunks(self, chunk_ids):
+            raise AssertionError("no chunk may be fetched through an unauthorized entity")
 
     store = FakeNavigatorStore()
     await store.sync_space(SPACE, PAGES)

@@ -1,6 +1,12 @@
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from authz.base import Condition
 from authz.base import RelationTuple as T
-from authz.tuples import confluence_tuples, page_tuples
-from core.models import Page, Permissions
+from authz.tuples import confluence_tuples, grant_tuple, holds_live_grant, page_tuples
+from core.errors import InvalidArgument, SourceError
+from core.models import Page, Permissions, Principal
 from pipeline.sources.hive_export import synthetic_hive_permissions
 
 PERMS = Permissions(
@@ -10,21 +16,23 @@ PERMS = Permissions(
 )
 
 
-def page(pid: str, parent: str | None) -> Page:
-    return Page(page_id=pid, space_key="S", title=pid, parent_id=parent, position=0, url="u", markdown="")
+def page(pid: str, parent: str | None, space: str = "S") -> Page:
+    return Page(page_id=pid, space_key=space, title=pid, parent_id=parent, position=0, url="u", markdown="")
 
 
-def test_root_unrestricted_page_gets_both_markers():
+def test_root_unrestricted_page_gets_root_existence_and_unrestricted_markers():
     assert page_tuples(page("1", None), PERMS) == {
         T("space:S", "space", "page:1"),
+        T("user:*", "exists", "page:1"),
         T("user:*", "is_root", "page:1"),
         T("user:*", "unrestricted", "page:1"),
     }
 
 
-def test_restricted_child_gets_parent_edge_and_restriction_but_no_marker():
+def test_restricted_child_gets_parent_edge_and_restriction_but_no_root_marker():
     assert page_tuples(page("2", "1"), PERMS) == {
         T("space:S", "space", "page:2"),
+        T("user:*", "exists", "page:2"),
         T("page:1", "parent", "page:2"),
         T("user:bob", "restricted_viewer", "page:2"),
     }
@@ -37,7 +45,69 @@ def test_confluence_tuples_include_groups_and_space_viewers():
 
 
 def test_unclassified_page_gets_no_restriction_marker():
-    assert page_tuples(page("3", "1"), PERMS) == {T("space:S", "space", "page:3"), T("page:1", "parent", "page:3")}
+    assert page_tuples(page("3", "1"), PERMS) == {
+        T("space:S", "space", "page:3"),
+        T("user:*", "exists", "page:3"),
+        T("page:1", "parent", "page:3"),
+    }
+
+
+def test_a_second_parent_is_an_error_naming_both():
+    with pytest.raises(SourceError, match=r"page:2 has two parents: page:1 and the space root"):
+        confluence_tuples("S", [page("1", None), page("2", "1"), page("2", None)], PERMS)
+    with pytest.raises(SourceError, match=r"listed twice"):
+        confluence_tuples("S", [page("1", None), page("1", None)], PERMS)
+
+
+@pytest.mark.parametrize(
+    ("pages", "message"),
+    [
+        ([page("1", None), page("2", "9")], r"page:2 has parent page:9, which is not a page of space S"),
+        ([page("1", "2"), page("2", "1")], r"form a cycle"),
+        ([page("1", None, space="T")], r"belongs to space T, not S"),
+    ],
+)
+def test_a_tree_that_is_not_a_tree_is_refused(pages, message):
+    with pytest.raises(SourceError, match=message):
+        confluence_tuples("S", pages, PERMS)
+
+
+def test_everyone_may_view_a_space_only_when_the_source_says_so():
+    assert not any(t.user == "user:*" and t.relation == "viewer" for t in confluence_tuples("S", [], PERMS))
+    open_space = PERMS.model_copy(update={"space_viewers": {"S": ("user:*",)}})
+    assert T("user:*", "viewer", "space:S") in confluence_tuples("S", [], open_space)
+
+
+@pytest.mark.parametrize(
+    "permissions",
+    [
+        PERMS.model_copy(update={"page_restrictions": {"1": ("user:*",)}}),  # a restriction to everyone is none
+        PERMS.model_copy(update={"page_restrictions": {"1": ("group:x",)}}),  # a group without #member
+        PERMS.model_copy(update={"space_viewers": {"S": ("bob",)}}),
+        PERMS.model_copy(update={"group_members": {"g": ("user:a b",)}}),
+    ],
+)
+def test_subjects_the_model_does_not_allow_are_refused_before_writing(permissions):
+    with pytest.raises(SourceError, match="subject"):
+        confluence_tuples("S", [page("1", None)], permissions)
+
+
+def test_a_grant_is_one_conditioned_tuple_with_grantor_and_expiry():
+    moment = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+    assert grant_tuple("alice", "digest-bot", "weekly", moment + timedelta(hours=8)) == T(
+        "agent:digest-bot",
+        "delegate",
+        "task:weekly",
+        Condition.of("live_grant", {"grantor": "alice", "expires_at": "2026-12-01T20:00:00.000000Z"}),
+    )
+    with pytest.raises(InvalidArgument):
+        grant_tuple("alice", "bot#member", "weekly", moment)
+
+
+def test_the_grant_question_carries_the_acting_user_and_the_time():
+    check = holds_live_grant(Principal(user="alice", agent="bot", task="t"), datetime(2026, 12, 1, tzinfo=UTC))
+    assert (check.user, check.relation, check.object) == ("agent:bot", "delegate", "task:t")
+    assert dict(check.context) == {"acting_for": "alice", "current_time": "2026-12-01T00:00:00.000000Z"}
 
 
 def test_hive_permissions_nest_committers_in_users_and_leave_carol_out():

@@ -1,0 +1,34 @@
+"""Serve an MCP server over streamable HTTP inside the current event loop (leak suite, benchmarks,
+tests), so the caller can compose it with its own authorizer and stop it deterministically."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import uvicorn
+from fastmcp import FastMCP
+
+from core.errors import ServiceError
+
+START_DEADLINE_S = 120
+
+
+@asynccontextmanager
+async def serving(server: FastMCP, host: str, port: int) -> AsyncIterator[str]:
+    """Run ``server`` at ``http://host:port/mcp`` (the URL is yielded) until the block ends."""
+    config = uvicorn.Config(server.http_app(path="/mcp"), host=host, port=port, lifespan="on", log_level="warning")
+    uv = uvicorn.Server(config)
+    task = asyncio.create_task(uv.serve())
+    try:
+        for _ in range(int(START_DEADLINE_S / 0.05)):
+            if uv.started or task.done():
+                break
+            await asyncio.sleep(0.05)
+        if not uv.started:
+            raise ServiceError(f"the MCP server did not start on {host}:{port}")
+        yield f"http://{host}:{port}/mcp"
+    finally:
+        uv.should_exit = True
+        await task

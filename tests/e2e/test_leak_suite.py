@@ -1,0 +1,99 @@
+"""The leak suite in its smaller form: the indexed slice, every category, every principal, over a
+real MCP client on HTTP — and proof that it fails when the gate lets one hidden page through.
+
+Its own module and its own OpenFGA: the suite stops OpenFGA at the end, and the server here
+opens the semantic index, of which only one may be open per process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from contextlib import asynccontextmanager
+
+import pytest
+
+from authz import links, policy
+from authz.base import Check
+from core.settings import Settings
+from devstack import stack
+from devstack.leaks import leak_target
+from evals.leaks.suite import ACTORS, LeakSuite
+from mcp_app.server import open_services
+from tests.conftest import slice_source
+
+DESIGN_DOCS = "page:27362075"
+
+
+@pytest.fixture
+def own(services: Settings, tmp_path) -> Settings:
+    """The session's Neo4j and index, an OpenFGA and an MCP port of this test's own."""
+    settings = services.model_copy(
+        update={
+            "data_dir": tmp_path / "run",
+            "openfga": services.openfga.model_copy(update={"http_port": 38090, "grpc_port": 38091}),
+            "mcp": services.mcp.model_copy(update={"port": 38767}),
+        }
+    )
+    settings.data_dir.mkdir(parents=True)
+    settings.index_dir.symlink_to(services.index_dir)
+    stack.up(settings, only={"openfga"})
+    yield settings
+    stack.down(settings, only={"openfga"})
+
+
+async def test_the_suite_finds_no_leak_and_no_false_denial(indexed, own: Settings):
+    async with leak_target(own, slice_source(own)) as (target, environment):
+        report = await LeakSuite(target, environment).run()
+    report.write(own.data_dir / "leak-suite.json")
+    summary = report.as_json()
+    print(summary)
+    assert report.passed, report.failures
+    assert summary["probes"] >= 500, summary
+    for category, tally in summary["by_category"].items():
+        assert tally["probes"] > 0, category
+    assert len(target.canaries) > 40  # every page of the restricted subtrees carries one
+
+
+class LetsOneHiddenPageThrough:
+    """A deliberately broken authorizer: the real answers, except that one page is always allowed."""
+
+    def __init__(self, real, page: str) -> None:
+        self._real, self._page = real, page
+
+    @property
+    def model_id(self) -> str:
+        return self._real.model_id
+
+    async def batch_check(self, checks: Sequence[Check]) -> list[bool]:
+        answers = await self._real.batch_check(checks)
+        return [ok or c.object == self._page for c, ok in zip(checks, answers, strict=True)]
+
+
+@pytest.mark.parametrize(
+    ("sabotage", "actor", "categories"),
+    [
+        ("gate lets one hidden page through", "bob", ["fetch", "canary"]),
+        ("links keep hidden targets", "alice", ["fetch"]),
+        ("derived items shown on any evidence", "bob", ["entity_pivot", "canary"]),
+    ],
+)
+async def test_the_suite_fails_when_a_rule_is_broken(indexed, own: Settings, monkeypatch, sabotage, actor, categories):
+    """Proof the suite can fail: each sabotage must show up as leaks in each category run."""
+    services = None
+    if sabotage == "gate lets one hidden page through":
+
+        @asynccontextmanager
+        async def services():
+            async with open_services(own) as real:
+                yield dataclasses.replace(real, authorizer=LetsOneHiddenPageThrough(real.authorizer, DESIGN_DOCS))
+
+    elif sabotage == "links keep hidden targets":
+        monkeypatch.setattr(links, "render", lambda text, visible: text)
+    else:
+        monkeypatch.setattr(policy, "derived_visible", lambda evidence, visible: True)
+
+    async with leak_target(own, slice_source(own), services=services) as (target, environment):
+        report = await LeakSuite(target, environment, [a for a in ACTORS if a.name == actor]).run(categories)
+    for category in categories:
+        assert report.by_category[category].leaks >= 1, (sabotage, category, report.failures)

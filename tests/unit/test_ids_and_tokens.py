@@ -1,0 +1,66 @@
+"""Edge inputs: ids match whole and bounded, tokens are long and compared as digests."""
+
+import pytest
+from pydantic import ValidationError
+
+from core import ids
+from core.errors import ConfigurationError, InvalidArgument
+from core.models import Principal
+from core.settings import MCPSettings, TokenPrincipal
+from mcp_app.auth import StaticTokens
+
+LONG = "x" * 32
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["page:1\n", "page:1 ", " page:1", "page:", "page:1a", "page:" + "1" * 21, "space:", "space:1AB", "space:A\n",
+     "issue:HIVE-1", "page", "", "p" * 10_000, None, 42],
+)
+def test_malformed_ids_are_invalid_arguments(bad):
+    with pytest.raises(InvalidArgument) as refused:
+        ids.parse(bad)
+    assert len(str(refused.value)) < 200  # a huge input is not echoed back whole
+
+
+@pytest.mark.parametrize("good", ["page:27362069", "space:HIVE", "space:a_b-c~d"])
+def test_well_formed_ids_parse(good):
+    assert ":".join(ids.parse(good)) == good
+
+
+@pytest.mark.parametrize("name", ["alice\n", "*", "a:b", "a#member", "", "a b", "-a"])
+def test_principal_parts_are_ids(name):
+    with pytest.raises(InvalidArgument):
+        Principal(user=name)
+    with pytest.raises(InvalidArgument):
+        Principal(user="alice", agent=name, task="t")
+
+
+async def test_tokens_map_to_users_and_agents_and_unknown_tokens_to_nobody():
+    verifier = StaticTokens({LONG: "alice", "y" * 40: TokenPrincipal(user="alice", agent="bot", task="weekly")})
+    user = await verifier.verify_token(LONG)
+    agent = await verifier.verify_token("y" * 40)
+    assert (user.subject, user.client_id, user.claims) == ("alice", "user:alice", {"sub": "alice"})
+    assert (agent.subject, agent.client_id) == ("alice", "agent:bot")
+    assert agent.claims == {"sub": "alice", "act": {"sub": "bot"}, "task": "weekly"}
+    assert await verifier.verify_token(LONG[:-1]) is None and await verifier.verify_token("") is None
+
+
+@pytest.mark.parametrize(
+    ("tokens", "needle"),
+    [
+        ({"short": "alice"}, "shorter than 32"),
+        ({LONG: "alice#member"}, "invalid user id"),
+        ({LONG: TokenPrincipal(user="alice", agent="bot")}, "both agent and task"),
+    ],
+)
+def test_bad_tokens_are_refused_at_start_up(tokens, needle):
+    with pytest.raises(ConfigurationError, match=needle):
+        StaticTokens(tokens)
+
+
+def test_token_settings_take_users_or_delegations_from_json():
+    settings = MCPSettings.model_validate({"tokens": {LONG: "alice", "z" * 32: {"user": "bob", "agent": "a", "task": "t"}}})
+    assert settings.tokens[LONG] == "alice" and settings.tokens["z" * 32].agent == "a"
+    with pytest.raises(ValidationError):
+        MCPSettings.model_validate({"tokens": {LONG: {"user": "bob", "role": "admin"}}})

@@ -1,0 +1,88 @@
+"""The visibility rules of authz.policy and authz.links, each tested once, here."""
+
+from dataclasses import dataclass
+
+import pytest
+
+from authz import links, policy
+from authz.base import Check
+from authz.fake import FakeAuthorizer
+from authz.gate import Gate
+from core.models import Principal
+
+
+@dataclass(frozen=True)
+class Crumb:
+    id: str
+
+
+@dataclass(frozen=True)
+class Placed:
+    id: str
+    space_id: str
+    ancestors: tuple[Crumb, ...]
+
+
+def gate_with(*allowed: str) -> Gate:
+    return Gate(FakeAuthorizer([Check("user:bob", "viewer", o) for o in allowed]), Principal(user="bob"))
+
+
+def test_a_breadcrumb_stops_below_the_first_hidden_ancestor():
+    path = tuple(Crumb(f"page:{n}") for n in (1, 2, 3, 4))  # root first, parent last
+    assert policy.visible_path_to(path, {"page:1", "page:3", "page:4"}) == path[2:]
+    assert policy.visible_path_to(path, {"page:1", "page:2", "page:3"}) == ()
+    assert policy.visible_path_to(path, {c.id for c in path}) == path
+
+
+@pytest.mark.parametrize(
+    ("evidence", "expected"),
+    [({"page:1"}, True), ({"page:1", "page:2"}, True), ({"page:1", "page:9"}, False), (set(), False)],
+)
+def test_a_derived_item_needs_every_supporting_document(evidence, expected):
+    assert policy.derived_visible(evidence, {"page:1", "page:2"}) is expected
+
+
+async def test_visible_pages_need_the_page_and_its_space_and_cut_breadcrumbs_in_one_batch():
+    pages = {
+        "page:3": Placed("page:3", "space:S", (Crumb("page:1"), Crumb("page:2"))),
+        "page:4": Placed("page:4", "space:T", ()),  # its space is hidden
+        "page:5": Placed("page:5", "space:S", ()),  # hidden itself
+    }
+    gate = gate_with("space:S", "page:1", "page:3", "page:4")
+    shown = await policy.visible_pages(gate, pages)
+    assert shown == {"page:3": Placed("page:3", "space:S", ())}  # page:2 hidden cuts the crumbs
+    assert len(gate.authorizer.calls) == 1
+
+
+TEXT = (
+    "See [Design](page:27362075#goals) and [Guide](page:1).\n"
+    "![chart](https://wiki.example.com/confluence/download/attachments/27362075/chart.png \"c\")\n"
+    "Bare page:27362075, page:1, <https://x.example.com/wiki/spaces/H/pages/27362075/Design>,\n"
+    "https://wiki.example.com/confluence/pages/viewpage.action?pageId=27362075 and HIVE-27362075.\n"
+)
+
+
+def test_hidden_link_targets_are_removed_and_text_kept():
+    shown = links.render(TEXT, {"page:1"})
+    assert "27362075" not in shown.replace("HIVE-27362075", "")
+    assert "See Design and [Guide](page:1)." in shown
+    assert "\nchart\n" in shown
+    assert shown.count(links.UNAVAILABLE) == 3 and "page:1," in shown
+
+
+def test_a_hidden_target_and_a_missing_one_render_the_same():
+    hidden = links.render("[Design](page:27362075) page:27362075", {"page:1"})
+    missing = links.render("[Design](page:99999999) page:99999999", {"page:1"})
+    assert hidden == missing == f"Design {links.UNAVAILABLE}"
+
+
+def test_references_find_typed_ids_and_confluence_urls():
+    assert links.references(TEXT) == {"page:27362075", "page:1"}
+
+
+async def test_redact_asks_the_gate_once_for_every_text():
+    gate = gate_with("page:1")
+    out = await links.redact(gate, ["[a](page:1) [b](page:2)", "page:3"])
+    assert out == ["[a](page:1) b", links.UNAVAILABLE]
+    (batch,) = gate.authorizer.calls
+    assert {c.object for c in batch} == {"page:1", "page:2", "page:3"}

@@ -1,0 +1,73 @@
+"""Search reaches candidates through visible paths only: a hidden page never selects, orders or
+colours what a caller gets (DESIGN.md A4), on the fake index."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from authz.base import Check
+from authz.fake import FakeAuthorizer
+from authz.gate import Gate
+from core.models import Page, Principal, Space
+from navigator.fake import FakeNavigatorStore
+from navigator.navigator import Navigator
+from retrievers.fake_index import FakeSemanticIndex
+from retrievers.lightrag_adapter import IndexDocument
+from retrievers.semantic import SemanticRetriever
+
+SPACE = Space(key="S", name="Space", url="u")
+TEXTS = {
+    "1": "The Metastore stores Table definitions. See [Plan](page:2) and page:2.",
+    "2": "Zorblax Metastore migration plan, secret.",
+    "3": "Compaction runs in the Metastore too.",
+}
+
+
+async def retriever() -> tuple[SemanticRetriever, FakeSemanticIndex]:
+    store = FakeNavigatorStore()
+    pages = [Page(page_id=n, space_key="S", title=f"T{n}", parent_id=None, position=int(n), url=f"u/{n}", markdown=t) for n, t in TEXTS.items()]
+    await store.sync_space(SPACE, pages)
+    index = FakeSemanticIndex()
+    await index.upsert([IndexDocument(p.id, p.markdown) for p in pages])
+    return SemanticRetriever(index, Navigator(store), overfetch=4), index
+
+
+def bob(*visible: str) -> Gate:
+    return Gate(FakeAuthorizer([Check("user:bob", "viewer", o) for o in ("space:S", *visible)]), Principal(user="bob"))
+
+
+async def search(query: str, *visible: str):
+    semantic, index = await retriever()
+    return await semantic.search(bob(*visible), query, response_format="detailed"), index
+
+
+async def test_a_term_only_hidden_pages_hold_gives_what_a_term_found_nowhere_gives():
+    hidden_term, _ = await search("Zorblax", "page:1", "page:3")
+    nowhere, _ = await search("Quuxplonk", "page:1", "page:3")
+    assert dataclasses.asdict(hidden_term) == dataclasses.asdict(nowhere) == {"hits": [], "entities": [], "relations": []}
+
+
+async def test_an_entity_shared_with_a_hidden_page_is_not_shown_and_reaches_no_chunk():
+    result, index = await search("Metastore", "page:1", "page:3")
+    assert {h.id for h in result.hits} == {"page:1", "page:3"}
+    assert "Metastore" not in [e.name for e in result.entities]  # it also stands on page:2
+    assert result.relations and all("page:2" not in r.evidence for r in result.relations)
+    fetched = [cid for method, arg in index.calls if method == "chunks" for cid in arg]
+    assert not [cid for cid in fetched if cid.startswith("page:2")]
+
+
+async def test_visible_entities_lead_to_their_chunks_and_say_so():
+    result, index = await search("Metastore", "page:1", "page:2", "page:3")
+    assert [e.name for e in result.entities] == ["Metastore"]
+    assert result.entities[0].evidence == ["page:1", "page:2", "page:3"]
+    assert any("entity Metastore" in h.why for h in result.hits)
+    assert all(h.score > 0 for h in result.hits)
+    assert [h.score for h in result.hits] == sorted((h.score for h in result.hits), reverse=True)
+
+
+async def test_links_in_snippets_lose_hidden_targets():
+    result, _ = await search("Table definitions", "page:1", "page:3")
+    (hit,) = [h for h in result.hits if h.id == "page:1"]
+    assert "page:2" not in hit.snippet and "See Plan and (unavailable link)." in hit.snippet
+    shown, _ = await search("Table definitions", "page:1", "page:2", "page:3")
+    assert "[Plan](page:2)" in next(h.snippet for h in shown.hits if h.id == "page:1")
