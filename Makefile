@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install demo test test-unit leak-suite services-up services-down clean
+.PHONY: install demo test test-unit leak-suite bench-authz services-up services-down clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,10 @@ test-unit: install
 # Own stack and ports; the first run indexes the Hive space (about 15 minutes), later runs reuse it.
 leak-suite: install
 	$(BIN)/wayfinder leak-suite
+
+# The gate's cost per tool against an allow-all stand-in, side by side on the demo's Hive index.
+bench-authz: install
+	$(BIN)/wayfinder bench-authz
 
 services-up: install
 	$(BIN)/wayfinder services up

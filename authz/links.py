@@ -18,7 +18,7 @@ does not parse as a page id is treated as hidden: unknown, like deleted, gets no
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from authz.gate import Gate
 from core.text import MARKDOWN_LINK
@@ -58,8 +58,14 @@ def render(text: str, visible: set[str]) -> str:
     return _TYPED_PAGE.sub(lambda m: m[0] if f"page:{m['id']}" in visible else UNAVAILABLE, text)
 
 
+def references_in(texts: Iterable[str]) -> set[str]:
+    """Typed ids of every page ``texts`` link to or name."""
+    return set().union(*(references(text) for text in texts))
+
+
 async def redact(gate: Gate, texts: Sequence[str]) -> list[str]:
-    """Each of ``texts`` with the targets the caller may not see removed, decided in one batch."""
-    wanted = set().union(*(references(text) for text in texts)) if texts else set()
+    """Each of ``texts`` with the targets the caller may not see removed, decided in one batch
+    (none, when the gate already knows every target)."""
+    wanted = references_in(texts)
     visible = await gate.visible(sorted(wanted)) if wanted else set()
     return [render(text, visible) for text in texts]

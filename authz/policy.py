@@ -12,7 +12,7 @@ they never decide visibility themselves (DESIGN.md A3, A4).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Protocol, TypeVar
 
 from authz.gate import Gate
@@ -55,13 +55,23 @@ def derived_visible(evidence: Collection[str], visible_documents: Collection[str
     return bool(evidence) and all(doc in visible_documents for doc in evidence)
 
 
-async def visible_pages(gate: Gate, pages: Mapping[str, P]) -> dict[str, P]:
+async def pages_in_visible_spaces(gate: Gate, pages: Mapping[str, P], *, also: Iterable[str] = ()) -> dict[str, P]:
+    """The ``pages`` that are visible with their spaces, breadcrumbs not yet authorized: for
+    candidates that may never be shown (search). Pass the survivors to :func:`visible_pages`
+    before showing them. ``also`` joins the same batch."""
+    visible = await gate.visible([obj for page in pages.values() for obj in (page.id, page.space_id)] + list(also))
+    return {key: page for key, page in pages.items() if page.id in visible and page.space_id in visible}
+
+
+async def visible_pages(gate: Gate, pages: Mapping[str, P], *, also: Iterable[str] = ()) -> dict[str, P]:
     """The visible ``pages``, each with its breadcrumb cut by :func:`visible_path_to`.
 
-    The pages, their spaces and every ancestor are authorized in one batch.
+    The pages, their spaces, every ancestor, and the ids in ``also`` (which the caller will ask
+    the gate about next, e.g. link targets) are authorized in one batch: one round trip.
     """
     visible = await gate.visible(
         [obj for page in pages.values() for obj in (page.id, page.space_id, *(a.id for a in page.ancestors))]
+        + list(also)
     )
     return {
         key: dataclasses.replace(page, ancestors=visible_path_to(page.ancestors, visible))  # type: ignore[type-var]

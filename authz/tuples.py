@@ -1,9 +1,10 @@
 """Every OpenFGA tuple Wayfinder writes, and every question the gate asks, is built here.
 
 The builders enforce what the model cannot: a page is listed once and has exactly one parent (or
-is a root), its parent is a page of the same space, and subjects are spelled the way the model
-allows. A source that breaks one of these gets a SourceError naming the pages involved, before
-anything is written.
+is a root), its parent is a page of the same space, there are no cycles, and subjects are spelled
+the way the model allows. A source that breaks one of these gets a SourceError naming the pages
+involved, before anything is written. From the checked tree each page gets exactly one guard (its
+nearest restricting ancestor) or the unguarded marker.
 """
 
 from __future__ import annotations
@@ -53,19 +54,20 @@ def space_tuples(space_key: str, permissions: Permissions) -> set[RelationTuple]
     }
 
 
-def page_tuples(page: Page, permissions: Permissions) -> set[RelationTuple]:
-    """Space, existence marker, parent edge or root marker, and own restriction or unrestricted marker.
-
-    A page the permissions do not classify gets no restriction tuple at all and stays invisible.
+def page_tuples(page: Page, permissions: Permissions, guard: str | None) -> set[RelationTuple]:
+    """Space, existence marker, guard edge or unguarded marker, and own restriction or the
+    unrestricted marker. ``guard`` is the page id of the nearest restricting ancestor (see
+    :func:`guards`). A page the permissions do not classify gets no restriction tuple at all and
+    stays invisible; so does everything it guards.
     """
     tuples = {
         RelationTuple(ids.space_id(page.space_key), "space", page.id),
         RelationTuple(EVERYONE, "exists", page.id),
     }
-    if page.parent_id is None:
-        tuples.add(RelationTuple(EVERYONE, "is_root", page.id))
+    if guard is None:
+        tuples.add(RelationTuple(EVERYONE, "unguarded", page.id))
     else:
-        tuples.add(RelationTuple(ids.page_id(page.parent_id), "parent", page.id))
+        tuples.add(RelationTuple(ids.page_id(guard), "guard", page.id))
     restriction = permissions.page_restrictions.get(page.page_id)
     if restriction is None:
         return tuples  # unclassified: no marker, so nobody passes its restriction
@@ -77,6 +79,27 @@ def page_tuples(page: Page, permissions: Permissions) -> set[RelationTuple]:
     else:
         tuples.add(RelationTuple(EVERYONE, "unrestricted", page.id))
     return tuples
+
+
+def guards(pages: Iterable[Page], permissions: Permissions) -> dict[str, str | None]:
+    """Page id → id of its nearest ancestor that restricts viewing or has no permission data (its
+    guard), or None when no ancestor does. The pages must form a tree (:func:`check_tree`)."""
+    parent_of = {page.page_id: page.parent_id for page in pages}
+    found: dict[str, str | None] = {}
+    for start in parent_of:
+        chain: list[str] = []  # pages whose guard is the same as the one found at the end
+        node = start
+        while node not in found:
+            chain.append(node)
+            parent = parent_of[node]
+            if parent is None or permissions.page_restrictions.get(parent) != ():  # restricted or unclassified
+                result = parent
+                break
+            node = parent
+        else:
+            result = found[node]
+        found.update(dict.fromkeys(chain, result))
+    return found
 
 
 def check_tree(space_key: str, pages: Iterable[Page]) -> None:
@@ -114,9 +137,10 @@ def _parent_name(parent: str | None) -> str:
 def confluence_tuples(space_key: str, pages: Iterable[Page], permissions: Permissions) -> set[RelationTuple]:
     pages = list(pages)
     check_tree(space_key, pages)
+    guard_of = guards(pages, permissions)
     tuples = group_tuples(permissions) | space_tuples(space_key, permissions)
     for page in pages:
-        tuples |= page_tuples(page, permissions)
+        tuples |= page_tuples(page, permissions, guard_of[page.page_id])
     return tuples
 
 

@@ -192,6 +192,17 @@ def demo(
         raise _fail(exc) from exc
 
 
+@app.command("bench-authz")
+def bench_authz() -> None:
+    """Measure the gate's cost per tool against an allow-all stand-in, side by side (demo stack)."""
+    from devstack.bench_authz import run_bench_authz
+
+    try:
+        asyncio.run(run_bench_authz(Settings(), console))
+    except WayfinderError as exc:
+        raise _fail(exc) from exc
+
+
 @app.command("leak-suite")
 def leak_suite() -> None:
     """Probe every page as every principal over MCP on a stack of its own; exit 1 on any leak."""
@@ -199,6 +210,9 @@ def leak_suite() -> None:
     from evals.leaks.canaries import CanarySource
     from pipeline.sources.hive_export import HiveExportSource
 
+    # The probes provoke refusals by the thousand; the report counts them, the log need not.
+    for noisy in ("mcp.server.streamable_http_manager", "wayfinder.mcp", "fastmcp"):
+        logging.getLogger(noisy).setLevel(logging.ERROR)
     settings = Settings()
     try:
         report = asyncio.run(run_leak_suite(settings, CanarySource(HiveExportSource(settings.corpus_dir)), console))

@@ -24,6 +24,7 @@ USERS = ("alice", "bob", "carol")
 RESTRICTED_PAGE = "page:27362075"  # DesignDocs: committers only
 MISSING_PAGE = "page:99999999"
 QUESTIONS = ("How do I configure HiveServer2 with LDAP authentication?", "correlation optimizer design")
+AGENT = {"user": "alice", "agent": "digest-bot", "task": "demo-digest"}
 
 
 def run_demo(settings: Settings, console: Console, *, start_services: bool = True) -> None:
@@ -35,12 +36,14 @@ def run_demo(settings: Settings, console: Console, *, start_services: bool = Tru
         for status in stack.up(settings):
             console.print(f"{status.name}: {status.detail}")
     asyncio.run(run_index(settings, HiveExportSource(settings.corpus_dir), console))
-    tokens = {user: secrets.token_urlsafe(24) for user in USERS}
-    server = _start_server(settings, tokens)
+    tokens = {user: secrets.token_urlsafe(32) for user in USERS}
+    agent_token = secrets.token_urlsafe(32)
+    server = _start_server(settings, {token: user for user, token in tokens.items()} | {agent_token: AGENT})
     try:
         _wait_for_port(settings.mcp.host, settings.mcp.port, server, timeout=120)
         url = f"http://{settings.mcp.host}:{settings.mcp.port}/mcp"
         asyncio.run(show_views(url, tokens, console))
+        asyncio.run(show_delegation(url, agent_token, settings, console))
         peak = _peak_rss_mib(server.pid)
         if peak is not None:
             console.print(f"MCP server peak memory (VmHWM): {peak:.0f} MiB")
@@ -49,8 +52,8 @@ def run_demo(settings: Settings, console: Console, *, start_services: bool = Tru
         server.wait(timeout=30)
 
 
-def _start_server(settings: Settings, tokens: dict[str, str]) -> subprocess.Popen[bytes]:
-    env = dict(os.environ, WAYFINDER_MCP__TOKENS=json.dumps({token: user for user, token in tokens.items()}))
+def _start_server(settings: Settings, tokens: dict[str, object]) -> subprocess.Popen[bytes]:
+    env = dict(os.environ, WAYFINDER_MCP__TOKENS=json.dumps(tokens))
     with open(settings.data_dir / "mcp-server.log", "ab") as log:  # the child keeps its own copy
         return subprocess.Popen(
             [sys.executable, "-m", "core.cli", "serve", "--transport", "http"], env=env, stdout=log, stderr=log
@@ -105,6 +108,29 @@ async def show_views(url: str, tokens: dict[str, str], console: Console) -> None
                 shown = fetched if isinstance(fetched, str) else f"{fetched['title']} ({len(fetched['markdown'])} chars)"
                 table.add_row(f"fetch({page!r})", shown)
             console.print(table)
+
+
+async def show_delegation(url: str, token: str, settings: Settings, console: Console) -> None:
+    """An agent acting for alice: nothing without a grant, alice's view with one, nothing once revoked."""
+    from datetime import timedelta
+
+    from authz import grants
+    from authz.client import OpenFGAClient
+
+    agent, user, task = AGENT["agent"], AGENT["user"], AGENT["task"]
+    table = Table(title=f"{agent} acting for {user} on task {task!r}", show_lines=True)
+    table.add_column("step", style="bold")
+    table.add_column("result")
+    async with OpenFGAClient(settings.openfga) as store, Client(url, auth=token) as client:
+        await grants.revoke(store, user, agent, task)
+        table.add_row("no grant: list_spaces()", _brief(await _call(client, "list_spaces"), "spaces", "key"))
+        made = await grants.grant(store, user, agent, task, timedelta(hours=1))
+        table.add_row(f"grant until {made.expires_at:%H:%M} UTC", "wayfinder grants add alice digest-bot demo-digest --ttl 1h")
+        found = await _call(client, "search", query=QUESTIONS[1], top_k=3)
+        table.add_row(f"search({QUESTIONS[1]!r})", _brief(found, "hits", "title"))
+        await grants.revoke(store, user, agent, task)
+        table.add_row("revoked: list_spaces()", _brief(await _call(client, "list_spaces"), "spaces", "key"))
+    console.print(table)
 
 
 def _brief(result: dict | str, key: str, field: str) -> str:

@@ -17,7 +17,8 @@ START_DEADLINE_S = 120
 
 @asynccontextmanager
 async def serving(server: FastMCP, host: str, port: int) -> AsyncIterator[str]:
-    """Run ``server`` at ``http://host:port/mcp`` (the URL is yielded) until the block ends."""
+    """Run ``server`` at ``http://host:port/mcp`` (the URL is yielded) until the block ends.
+    Port 0 takes a free port."""
     config = uvicorn.Config(server.http_app(path="/mcp"), host=host, port=port, lifespan="on", log_level="warning")
     uv = uvicorn.Server(config)
     task = asyncio.create_task(uv.serve())
@@ -28,7 +29,8 @@ async def serving(server: FastMCP, host: str, port: int) -> AsyncIterator[str]:
             await asyncio.sleep(0.05)
         if not uv.started:
             raise ServiceError(f"the MCP server did not start on {host}:{port}")
-        yield f"http://{host}:{port}/mcp"
+        bound = uv.servers[0].sockets[0].getsockname()[1] if port == 0 else port
+        yield f"http://{host}:{bound}/mcp"
     finally:
         uv.should_exit = True
         await task

@@ -39,7 +39,7 @@ def to_tool_error(exc: BaseException) -> ToolError:
         )
     if isinstance(exc, Unauthenticated):
         # Our own messages: no internal detail.
-        return ToolError(f"unauthenticated: {exc}", log_level=logging.INFO)
+        return ToolError(f"unauthenticated: {exc}", log_level=logging.DEBUG)
     log.error("tool failed", exc_info=exc)
     return ToolError("unavailable: the service cannot answer right now", log_level=logging.DEBUG)
 

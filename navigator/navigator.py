@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from authz import links, policy
 from authz.gate import Gate
 from core import ids
 from core.errors import InvalidArgument, NotFound
 from core.text import estimate_tokens, sections
-from navigator.base import ChildPage, Crumb, NavigatorStore, PageSummary
+from navigator.base import ChildPage, Crumb, NavigatorStore, PageContent, PageSummary
+
+A = TypeVar("A")
+R = TypeVar("R")
 
 MAX_CHILDREN_LIMIT = 200
 MAX_SECTION_CHARS = 200
@@ -42,6 +47,11 @@ class Navigator:
     def __init__(self, store: NavigatorStore) -> None:
         self._store = store
 
+    async def space_ids(self) -> list[str]:
+        """Ids of every space the store holds, unauthorized: for callers that authorize them in
+        a batch of their own (search)."""
+        return [space.id for space in await self._store.spaces()]
+
     async def list_spaces(self, gate: Gate) -> list[dict[str, str]]:
         spaces = await self._store.spaces()
         visible = await gate.visible(space.id for space in spaces)
@@ -51,33 +61,31 @@ class Navigator:
         ids.parse(node_id)
         if not 1 <= limit <= MAX_CHILDREN_LIMIT:
             raise InvalidArgument(f"limit must be between 1 and {MAX_CHILDREN_LIMIT}, got {limit}")
-        await gate.require(node_id)
-        after = await self._resume_after(gate, node_id, cursor)
+        last_id = _decode_cursor(cursor, node_id) if cursor is not None else None
+
+        async def first_read() -> tuple[int | None, list[ChildPage]]:
+            after = await self._store.position(node_id, last_id) if last_id else -1
+            return after, (await self._store.children(node_id, after, limit + 1) if after is not None else [])
+
+        # The node and the cursor's last child are authorized while the tree is read; nothing read
+        # is used unless the node is visible.
+        visible, (after, batch) = await _while_reading(gate.visible([node_id, *([last_id] if last_id else [])]), first_read())
+        if node_id not in visible:
+            raise NotFound(node_id)
+        if after is None or (last_id is not None and last_id not in visible):
+            raise InvalidArgument(_BAD_CURSOR)  # cursors name the last visible child, never a position
         found: list[ChildPage] = []
         # One extra visible child tells whether a next page exists, so a cursor never leads to
         # an empty page that would reveal hidden children.
-        while len(found) <= limit:
-            batch = await self._store.children(node_id, after, limit * 2)
-            if not batch:
+        while batch:
+            shown = await gate.visible(child.id for child in batch)
+            found.extend(child for child in batch if child.id in shown)
+            if len(found) > limit:
                 break
-            visible = await gate.visible(child.id for child in batch)
-            found.extend(child for child in batch if child.id in visible)
-            after = batch[-1].position
+            batch = await self._store.children(node_id, batch[-1].position, limit + 1 - len(found))
         items = found[:limit]
         more = len(found) > limit
         return ChildrenPage(items, _encode_cursor(node_id, items[-1].id) if more else None)
-
-    async def _resume_after(self, gate: Gate, node_id: str, cursor: str | None) -> int:
-        """Position to continue after. Cursors name the last visible child, never a position, so
-        they reveal nothing about hidden siblings."""
-        if cursor is None:
-            return -1
-        last_id = _decode_cursor(cursor, node_id)
-        visible = last_id in await gate.visible([last_id])  # both lookups always run: no timing hint
-        position = await self._store.position(node_id, last_id)
-        if not visible or position is None:
-            raise InvalidArgument(_BAD_CURSOR)
-        return position
 
     async def read_page(self, gate: Gate, page_id: str, section: str | None = None) -> PageView:
         kind, _ = ids.parse(page_id)
@@ -85,12 +93,13 @@ class Navigator:
             raise InvalidArgument(f"fetch takes a page id such as 'page:27362069', got {page_id!r}")
         if section is not None and (not isinstance(section, str) or not 0 < len(section) <= MAX_SECTION_CHARS):
             raise InvalidArgument(f"section must be a heading slug of 1 to {MAX_SECTION_CHARS} characters")
-        await gate.require(page_id)
-        page = await self._store.page(page_id)
-        if page is None:  # deleted between the check and the read
-            raise NotFound(page_id)
-        summary = (await self.visible_summaries(gate, [page_id])).get(page_id)
-        if summary is None:  # its space is hidden, or it moved or vanished since the check
+
+        async def read() -> tuple[PageContent | None, dict[str, PageSummary]]:
+            return await self._store.page(page_id), await self._store.summaries([page_id])
+
+        # The page is authorized while it is read; the text is used only if the page is visible.
+        visible, (page, summaries) = await _while_reading(gate.visible([page_id]), read())
+        if page_id not in visible or page is None:
             raise NotFound(page_id)
         parts = sections(page.markdown)
         chosen = page.markdown
@@ -99,17 +108,39 @@ class Navigator:
             if match is None:
                 raise InvalidArgument(f"page {page_id} has no section {section!r}; see the outline for slugs")
             chosen = match.text
+        texts = [chosen, *(s.title for s in parts)]
+        # The breadcrumb and every link target are authorized in one more batch.
+        summary = (await policy.visible_pages(gate, summaries, also=links.references_in(texts))).get(page_id)
+        if summary is None:  # its space is hidden, or it moved or vanished meanwhile
+            raise NotFound(page_id)
         # Links to pages the caller cannot see lose their targets, in the text and the outline.
-        markdown, *titles = await links.redact(gate, [chosen, *(s.title for s in parts)])
+        markdown, *titles = await links.redact(gate, texts)
         outline = [
             {"slug": s.slug, "title": title, "level": s.level, "tokens": estimate_tokens(s.text)}
             for s, title in zip(parts, titles, strict=True)
         ]
         return PageView(page.id, page.title, page.url, summary.space_id, summary.ancestors, outline, section, markdown)
 
-    async def visible_summaries(self, gate: Gate, page_ids: Sequence[str]) -> dict[str, PageSummary]:
-        """Summaries of the visible pages among ``page_ids``, breadcrumbs cut (authz.policy)."""
-        return await policy.visible_pages(gate, await self._store.summaries(page_ids))
+    async def placed(self, page_ids: Sequence[str]) -> dict[str, PageSummary]:
+        """Where pages sit (space, ancestors), unauthorized: for callers that authorize them in a
+        batch of their own through authz.policy (search)."""
+        return await self._store.summaries(page_ids)
+
+
+async def _while_reading(authorization: Awaitable[A], read: Awaitable[R]) -> tuple[A, R]:
+    """Run an authorization and a store read at once, to save a round trip of latency. The caller
+    uses what was read only where the authorization allows it. If authorization fails, the read is
+    cancelled and the authorization error is what the caller sees."""
+    reading = asyncio.ensure_future(read)
+    try:
+        allowed = await authorization
+    except BaseException:
+        reading.cancel()
+        await asyncio.wait([reading])  # let it finish cancelling; its own outcome is not wanted
+        if not reading.cancelled():
+            reading.exception()  # retrieved, so asyncio does not report it as lost
+        raise
+    return allowed, await reading
 
 
 _BAD_CURSOR = "invalid cursor: pass the next_cursor of the previous list_children call unchanged"

@@ -15,7 +15,9 @@ returns nothing rather than the least bad pages.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+import re
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 from authz import links, policy
@@ -29,13 +31,29 @@ MAX_QUERY_CHARS = 2000
 MAX_TOP_K = 50
 MAX_SPACES = 50
 SNIPPET_CHARS = {"concise": 300, "detailed": 1500}
+SNIPPET_MARGIN = 500  # characters beyond the snippet that link redaction may pull into it
 MAX_GRAPH_HITS = {"concise": 5, "detailed": 15}
 # Entities/relations backed by more documents than this are left out: each supporting document
 # must be authorized (A4), and a hub entity ("Hive") would cost hundreds of checks per search.
 MAX_EVIDENCE_DOCS = 20
 MIN_CANDIDATES = 40  # per channel; more than top_k so a few hidden candidates do not crowd out visible ones
-MIN_CHUNK_SIMILARITY = 0.35  # measured: nonsense tokens reach 0.34 at most, dev questions 0.32-0.71
-MIN_GRAPH_SIMILARITY = 0.45  # measured: nonsense reaches 0.42 on entities, dev questions 0.36-0.89
+# Similarity floors, measured on the Hive index with the offline embedder. Nonsense tokens (the
+# shape of the leak suite's canaries) reach 0.30 on chunks and 0.54 on entities at most, while
+# what supports the dev questions' gold pages scores from 0.27. So a candidate sharing a word with
+# the query (a chunk's text, an entity's or relation's name) needs the low floor, and one sharing
+# none needs more than any nonsense token reached; an entity the query names exactly scores 1.
+# Among the floors tried, these gave the best page recall@5 and MRR on the dev questions and left
+# every nonsense query empty (tuning proper belongs to the ranking work).
+MIN_CHUNK_SIMILARITY = 0.25
+MIN_CHUNK_SIMILARITY_WITHOUT_TERMS = 0.35
+MIN_GRAPH_SIMILARITY = 0.35
+MIN_GRAPH_SIMILARITY_WITHOUT_TERMS = 0.6
+_WORD = re.compile(r"[^\W_][\w.-]*")
+_STOPWORDS = frozenset(
+    "about after all also and any are can could does for from have how into its not one only other "
+    "our should some such than that the their them then there these they this those use used using "
+    "was way were what when where which while who why will with would you your".split()
+)
 RRF_K = 60  # reciprocal-rank fusion constant: score = sum over channels of 1 / (RRF_K + rank)
 
 
@@ -95,47 +113,49 @@ class SemanticRetriever:
         if spaces is not None and len(spaces) > MAX_SPACES:
             raise InvalidArgument(f"spaces takes at most {MAX_SPACES} space keys, got {len(spaces)}")
         wanted_spaces = {ids.space_id(key) for key in spaces} if spaces else None
-        # The caller's spaces are authorized first, on every search: a user who can see no space
-        # gets nothing without the index being asked, and an unreachable OpenFGA fails the
-        # request even when the index would have found nothing.
-        searchable = {space["id"] for space in await self._navigator.list_spaces(gate)}
-        if wanted_spaces is not None:
-            searchable &= wanted_spaces
-        if not searchable:
+        candidate_spaces = [s for s in await self._navigator.space_ids() if wanted_spaces is None or s in wanted_spaces]
+        if not candidate_spaces:
             return SearchResult(hits=[], entities=[], relations=[])
 
         raw = await self._index.query(query, max(top_k * self._overfetch, MIN_CANDIDATES))
-        chunks = [c for c in raw.chunks if c.score >= MIN_CHUNK_SIMILARITY]
+        terms = _terms(query)
+        chunks = [
+            c for c in raw.chunks if _relevant(c.score, c.text, terms, MIN_CHUNK_SIMILARITY, MIN_CHUNK_SIMILARITY_WITHOUT_TERMS)
+        ]
         graph = [
             g
             for g in [*raw.entities, *raw.relations]
-            if g.score >= MIN_GRAPH_SIMILARITY and len(g.doc_ids) <= MAX_EVIDENCE_DOCS
+            if len(g.doc_ids) <= MAX_EVIDENCE_DOCS
+            and _relevant(g.score, g.name, terms, MIN_GRAPH_SIMILARITY, MIN_GRAPH_SIMILARITY_WITHOUT_TERMS)
         ]
-        summaries = await self._navigator.visible_summaries(
-            gate, [c.doc_id for c in chunks] + [d for g in graph for d in sorted(g.doc_ids)]
+        # First round trip: the spaces, every candidate document with its space, and the link
+        # targets in entity and relation text. Always at least the spaces, so an unreachable
+        # OpenFGA fails the request even when the index found nothing.
+        limit = SNIPPET_CHARS[response_format]
+        placed = await self._navigator.placed([c.doc_id for c in chunks] + [d for g in graph for d in sorted(g.doc_ids)])
+        graph_text = [t for g in graph for t in (g.name, _window(g.description, limit))]
+        candidates = await policy.pages_in_visible_spaces(
+            gate, placed, also=[*candidate_spaces, *links.references_in(graph_text)]
         )
-        summaries = {pid: s for pid, s in summaries.items() if s.space_id in searchable}
-        chunks = [c for c in chunks if c.doc_id in summaries]
-        graph = [g for g in graph if policy.derived_visible(g.doc_ids, summaries.keys())]
+        searchable = await gate.visible(candidate_spaces)  # answered by the batch above
+        candidates = {pid: p for pid, p in candidates.items() if p.space_id in searchable}
+        chunks = [c for c in chunks if c.doc_id in candidates]
+        graph = await _visible_graph(gate, graph, candidates.keys(), limit)
+
         # Only now, through items the caller may see, are further chunks reached.
         known = {c.chunk_id: c for c in chunks}
         reached = [cid for g in graph for cid in g.chunk_ids if cid not in known]
         expanded = await self._index.chunks(reached) if reached else []
-        known.update((c.chunk_id, c) for c in expanded if c.doc_id in summaries)
+        known.update((c.chunk_id, c) for c in expanded if c.doc_id in candidates)
         ranked = _best_per_page(_fuse(chunks, graph, known), known)[:top_k]
 
-        # Links in snippets, names and descriptions lose targets the caller cannot see (A11).
-        redacted = await links.redact(
-            gate, [known[r.chunk_id].text for r in ranked] + [t for g in graph for t in (g.name, g.description)]
-        )
-        snippets, graph_texts = redacted[: len(ranked)], redacted[len(ranked) :]
-        limit = SNIPPET_CHARS[response_format]
+        # Second round trip: the breadcrumbs of the hits shown, and the link targets in their
+        # snippets, which lose the targets the caller cannot see (A11).
+        windows = [_window(known[r.chunk_id].text, limit) for r in ranked]
+        hit_pages = {known[r.chunk_id].doc_id: candidates[known[r.chunk_id].doc_id] for r in ranked}
+        summaries = await policy.visible_pages(gate, hit_pages, also=links.references_in(windows))
+        snippets = await links.redact(gate, windows)
         graph_limit = MAX_GRAPH_HITS[response_format]
-        graph_results = [
-            GraphResult(g.kind, g.name, _snippet(description, limit), sorted(g.doc_ids))
-            for g, name, description in zip(graph, graph_texts[::2], graph_texts[1::2], strict=True)
-            if name == g.name  # a name that points at a hidden page is not shown at all
-        ]
         hits = [
             SearchHit(
                 id=summary.id,
@@ -150,13 +170,41 @@ class SemanticRetriever:
                 why=r.why,
             )
             for r, snippet in zip(ranked, snippets, strict=True)
-            for summary in [summaries[known[r.chunk_id].doc_id]]
+            if (summary := summaries.get(known[r.chunk_id].doc_id)) is not None
         ]
+        graph_results = [GraphResult(g.kind, g.name, _snippet(g.description, limit), sorted(g.doc_ids)) for g in graph]
         return SearchResult(
             hits=hits,
             entities=[g for g in graph_results if g.kind == "entity"][:graph_limit],
             relations=[g for g in graph_results if g.kind == "relation"][:graph_limit],
         )
+
+
+async def _visible_graph(gate: Gate, graph: Sequence[GraphHit], documents: Collection[str], limit: int) -> list[GraphHit]:
+    """The entities and relations the caller may see (A4), descriptions cut to what is shown and
+    hidden link targets removed (A11). An item whose very name points at a hidden page is left
+    out, names and all."""
+    shown = [g for g in graph if policy.derived_visible(g.doc_ids, documents)]
+    texts = await links.redact(gate, [t for g in shown for t in (g.name, _window(g.description, limit))])
+    return [
+        dataclasses.replace(g, description=description)
+        for g, name, description in zip(shown, texts[::2], texts[1::2], strict=True)
+        if name == g.name
+    ]
+
+
+def _terms(text: str) -> set[str]:
+    """The words of ``text`` that can carry meaning: casefolded, three letters or more, no stopwords."""
+    return {w for w in (m.casefold().rstrip(".-") for m in _WORD.findall(text)) if len(w) >= 3 and w not in _STOPWORDS}
+
+
+def _relevant(score: float, text: str, terms: set[str], floor: float, floor_without_terms: float) -> bool:
+    """Similar enough to count: a candidate sharing a word with the query clears the low floor; one
+    sharing none must clear the high one. So a query no visible text contains finds nothing, which
+    is also what a term found only in hidden pages must find (DESIGN.md A4)."""
+    if score >= floor_without_terms:
+        return True
+    return score >= floor and bool(terms & _terms(text))
 
 
 @dataclass
@@ -196,6 +244,16 @@ def _best_per_page(ranked: list[_Ranked], known: dict[str, ChunkHit]) -> list[_R
             seen.add(doc)
             best.append(entry)
     return best
+
+
+def _window(text: str, limit: int) -> str:
+    """The part of ``text`` a snippet of ``limit`` characters can come from, with room for the
+    characters link redaction removes; redacting only this much keeps the checks few. It ends at
+    a space, so no id is cut short (a link cut in two is redacted whole: half a link names no
+    visible page)."""
+    text = " ".join(text.split())
+    end = limit + SNIPPET_MARGIN
+    return text if len(text) <= end else text[:end].rsplit(" ", 1)[0]
 
 
 def _snippet(text: str, limit: int) -> str:

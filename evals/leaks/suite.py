@@ -20,7 +20,7 @@ import re
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
 
 import httpx
@@ -37,6 +37,7 @@ MISSING_PAGE = "page:99999999"
 PAGE_SIZE = 50
 MAX_PIVOTS = 25
 GRANT_TTL = timedelta(hours=2)
+SHORT_GRANT = timedelta(seconds=5)  # long enough for one call on a loaded machine
 DEADLINE_SLACK_S = 2.0
 CATEGORIES = (
     "fetch",
@@ -269,11 +270,13 @@ class LeakSuite:
                 control = await self.call(actor, "search", query=canary.control, top_k=10, response_format="detailed")
                 same = found.raw == control.raw
                 what = f"search hidden canary {canary.phrase} vs control {canary.control}"
+                if not same:
+                    what += f": {_gist(found)} vs {_gist(control)}"
                 self.judge("canary", actor, what, "ok" if same else "leak", found)
 
     async def probe_entity_pivot(self) -> None:
         evidence = self.target.evidence
-        restricted = set().union(*(self._all_pages - self.visible(a) for a in self.actors if a.live))
+        restricted = set().union(*(self._restricted_for(a) for a in self.actors if a.live))
         only_hidden = sorted(n for n, docs in evidence.items() if docs and docs <= restricted)[:MAX_PIVOTS]
         shared = sorted(n for n, docs in evidence.items() if docs & restricted and docs - restricted)[:MAX_PIVOTS]
         for actor in self.actors:
@@ -342,10 +345,10 @@ class LeakSuite:
         assert p.agent and p.task
         live = Actor(EXPIRING.name, p, "live")
         page = self._some_visible_page(live)
-        await grants.grant(self.env.store, p.user, p.agent, p.task, timedelta(seconds=2))
+        made = await grants.grant(self.env.store, p.user, p.agent, p.task, SHORT_GRANT)
         before = await self.call(live, "fetch", id=page)
         self.judge("revocation", live, f"short grant: fetch {page}", "false_denial" if before.error else "ok", before)
-        await asyncio.sleep(2.2)
+        await asyncio.sleep(max(0.0, (made.expires_at - datetime.now(UTC)).total_seconds()) + 0.3)
         expired = await self.call(EXPIRING, "fetch", id=page)
         self.judge("revocation", EXPIRING, f"grant expired: fetch {page}", "ok" if expired.error else "leak", expired)
         await grants.grant(self.env.store, p.user, p.agent, p.task, GRANT_TTL)
@@ -354,6 +357,11 @@ class LeakSuite:
         await grants.revoke(self.env.store, p.user, p.agent, p.task)
         revoked = await self.call(EXPIRING, "fetch", id=page)
         self.judge("revocation", EXPIRING, f"grant revoked: fetch {page}", "ok" if revoked.error else "leak", revoked)
+
+    def _restricted_for(self, actor: Actor) -> set[str]:
+        """Pages hidden from ``actor`` inside spaces it may view: the ones restrictions hide."""
+        visible = self.visible(actor)
+        return {p.id for p in self.target.oracle.pages if f"space:{p.space_key}" in visible and p.id not in visible}
 
     def _some_visible_page(self, actor: Actor) -> str:
         return min(p for p in self.visible(actor) if p.startswith("page:"))
@@ -378,6 +386,14 @@ class LeakSuite:
                 else:
                     verdict = "ok"
                 self.judge("openfga_down", actor, f"{tool} -> {answer.error} in {answer.seconds:.1f}s", verdict, answer)
+
+
+def _gist(answer: Answer) -> str:
+    """What a search answered, briefly: the hit ids and entity/relation names, or the error."""
+    if answer.error is not None:
+        return answer.error
+    data = answer.data or {}
+    return str([h["id"] for h in data.get("hits", [])] + [g["name"] for g in data.get("entities", []) + data.get("relations", [])])
 
 
 def _access(expected_visible: bool, answer: Answer, page: str) -> Verdict:

@@ -58,6 +58,20 @@ async def visible(client, user: str, *objects: str) -> set[str]:
     return await Gate(client, Principal(user=user)).visible(objects)
 
 
+async def test_restrictions_nested_30_deep_resolve_past_the_default_depth_of_25(fga):
+    nested = [page("2001", None, "N")] + [page(str(2000 + n), str(1999 + n), "N") for n in range(2, 31)]
+    staff_only = {p.page_id: ("group:staff#member",) for p in nested}
+    tuples = confluence_tuples(
+        "N", nested, Permissions(space_viewers={"N": ("user:*",)}, page_restrictions=staff_only, group_members={})
+    )
+    await fga.write_tuples(tuples, ())
+    try:
+        assert await visible(fga, "bob", "page:2030") == {"page:2030"}
+        assert await visible(fga, "carol", "page:2030", "page:2001") == set()
+    finally:
+        await fga.write_tuples((), tuples)
+
+
 async def test_a_tree_deeper_than_25_levels_resolves_and_inherits(fga):
     deepest = f"page:{DEPTH}"
     assert await visible(fga, "bob", deepest, "page:26", "page:1") == {deepest, "page:26", "page:1"}

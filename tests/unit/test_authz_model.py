@@ -15,7 +15,7 @@ from authz.client import load_model
 
 AUTHZ = Path(__file__).resolve().parents[2] / "authz"
 FGA = str(Path(sys.executable).parent / "fga")
-SAFE_ANCESTORS = "define passes_ancestors: (is_root but not has_parent) or viewer from parent"
+SAFE_GUARD = "define passes_guard: (unguarded but not has_guard) or passes_restrictions from guard"
 
 
 def model_test(tests: Path) -> subprocess.CompletedProcess[str]:
@@ -29,13 +29,13 @@ def test_model_tests_pass_in_the_engine():
     assert f"Tests {count}/{count} passing" in run.stdout + run.stderr
 
 
-def test_model_tests_catch_a_root_marker_that_widens(tmp_path):
-    """The v0 rule (`is_root or viewer from parent`) let a page with both a root marker and a parent
-    escape its parent's restriction; the suite must reject that model."""
+def test_model_tests_catch_a_marker_that_widens(tmp_path):
+    """A plain union (v0's `is_root or viewer from parent`) lets a page with both the marker and a
+    guard escape the guard's restriction; the suite must reject that model."""
     model = (AUTHZ / "model.fga").read_text()
-    assert SAFE_ANCESTORS in model
+    assert SAFE_GUARD in model
     (tmp_path / "model.fga").write_text(
-        model.replace(SAFE_ANCESTORS, "define passes_ancestors: is_root or viewer from parent")
+        model.replace(SAFE_GUARD, "define passes_guard: unguarded or passes_restrictions from guard")
     )
     shutil.copy(AUTHZ / "model.fga.yaml", tmp_path / "model.fga.yaml")
     run = model_test(tmp_path / "model.fga.yaml")

@@ -82,3 +82,34 @@ def test_fake_authorizer_satisfies_the_protocol():
 
     authorizer: Authorizer = FakeAuthorizer()
     assert authorizer.model_id
+
+
+def test_only_authz_builds_authorization_questions():
+    """Visibility is decided in authz/ alone: nothing else builds checks or tuples, or reaches into
+    the gate's answers."""
+    offenders = []
+    for path in _python_files():
+        relative = str(path.relative_to(REPO))
+        if relative.startswith("authz/"):
+            continue
+        text = path.read_text()
+        if re.search(r"\b(can_view|holds_live_grant|page_tuples|grant_tuple)\(|\._answers\b|\bCheck\(", text):
+            offenders.append(relative)
+    assert offenders == []
+
+
+LAYERS = {"core": 0, "authz": 1, "navigator": 2, "retrievers": 3, "pipeline": 4, "mcp_app": 4, "evals": 4, "devstack": 5}
+
+
+def test_layers_import_downwards_only():
+    """core ← authz ← navigator ← retrievers ← pipeline / mcp_app / evals ← command line and devstack,
+    including imports inside functions. The command line (core/cli.py) is the composition root."""
+    offenders = []
+    for path in _python_files():
+        relative = path.relative_to(REPO)
+        own = LAYERS["devstack"] + 1 if str(relative) == "core/cli.py" else LAYERS[relative.parts[0]]
+        for match in re.finditer(r"^\s*(?:from|import) (\w+)", path.read_text(), re.M):
+            imported = match[1]
+            if imported in LAYERS and imported != relative.parts[0] and LAYERS[imported] >= own:
+                offenders.append(f"{relative} imports {imported}")
+    assert offenders == []

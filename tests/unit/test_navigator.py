@@ -104,4 +104,51 @@ async def test_a_page_is_not_shown_when_its_space_is_hidden():
     nav, gate = await navigator_for("page:1")
     with pytest.raises(NotFound):
         await nav.read_page(gate, "page:1")
-    assert await nav.visible_summaries(gate, ["page:1"]) == {}
+    assert (await nav.placed(["page:1"]))["page:1"].space_id == "space:S"  # placed, but not shown
+
+
+async def test_navigation_takes_two_round_trips_to_the_authorizer():
+    nav, gate = await navigator_for("space:S", "page:1", "page:2", "page:3", "page:4")
+    first = await nav.list_children(gate, "page:1", None, 2)
+    assert len(gate.authorizer.calls) == 2  # the node, then its children
+    nav, gate = await navigator_for("space:S", "page:1", "page:2", "page:3", "page:4")
+    await nav.list_children(gate, "page:1", first.next_cursor, 2)
+    assert len(gate.authorizer.calls) == 2 and [c.object for c in gate.authorizer.calls[0]] == ["page:1", "page:3"]
+    nav, gate = await navigator_for("space:S", "page:1", "page:3", "page:6")
+    await nav.read_page(gate, "page:6")
+    assert len(gate.authorizer.calls) == 2  # the page, then its space and ancestors (and link targets)
+
+
+class SlowStore(FakeNavigatorStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.cancelled = 0
+
+    async def page(self, page_id):
+        import asyncio
+
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+
+
+async def test_a_failed_authorization_cancels_the_read_and_is_the_error_seen():
+    from core.errors import AuthorizationUnavailable
+
+    class FailsAfterAWhile:
+        model_id = "m"
+
+        async def batch_check(self, checks):
+            import asyncio
+
+            await asyncio.sleep(0.05)  # the read has started by now
+            raise AuthorizationUnavailable("down")
+
+    store = SlowStore()
+    await store.sync_space(SPACE, PAGES)
+    gate = Gate(FailsAfterAWhile(), Principal(user="bob"))
+    with pytest.raises(AuthorizationUnavailable):
+        await Navigator(store).read_page(gate, "page:1")
+    assert store.cancelled == 1

@@ -71,3 +71,55 @@ async def test_links_in_snippets_lose_hidden_targets():
     assert "page:2" not in hit.snippet and "See Plan and (unavailable link)." in hit.snippet
     shown, _ = await search("Table definitions", "page:1", "page:2", "page:3")
     assert "[Plan](page:2)" in next(h.snippet for h in shown.hits if h.id == "page:1")
+
+
+class Scored:
+    """An index that returns fixed chunks with fixed similarities."""
+
+    def __init__(self, chunks):
+        self._chunks = chunks
+
+    async def query(self, text, top_k):
+        from retrievers.lightrag_adapter import RawResults
+
+        return RawResults(chunks=self._chunks, entities=[], relations=[])
+
+    async def chunks(self, chunk_ids):
+        return []
+
+
+async def test_a_weak_match_needs_a_shared_word_and_a_strong_one_does_not():
+    from retrievers.lightrag_adapter import ChunkHit
+
+    store = FakeNavigatorStore()
+    pages = [Page(page_id=n, space_key="S", title=f"T{n}", parent_id=None, position=int(n), url="u", markdown="") for n in "123"]
+    await store.sync_space(SPACE, pages)
+    index = Scored(
+        [
+            ChunkHit("c1", "page:1", "The metastore schema tool", 1, 0.30),  # weak, shares "metastore"
+            ChunkHit("c2", "page:2", "Nothing in common here", 2, 0.30),  # weak, shares nothing
+            ChunkHit("c3", "page:3", "Nothing in common either", 3, 0.40),  # strong on its own
+        ]
+    )
+    result = await SemanticRetriever(index, Navigator(store), overfetch=1).search(
+        bob("page:1", "page:2", "page:3"), "how does the Metastore work"
+    )
+    assert {h.id for h in result.hits} == {"page:1", "page:3"}
+
+
+async def test_an_entity_whose_name_points_at_a_hidden_page_is_never_named():
+    from retrievers.lightrag_adapter import ChunkHit, GraphHit, RawResults
+
+    class Junk(Scored):
+        async def query(self, text, top_k):
+            name = "Plan](page:2"  # extraction noise from "[Plan](page:2)" on a visible page
+            hit = GraphHit("entity", name, "see page:2", frozenset({"page:1"}), 1, ("c1",), 0.9)
+            return RawResults(chunks=self._chunks, entities=[hit], relations=[])
+
+    store = FakeNavigatorStore()
+    pages = [Page(page_id=n, space_key="S", title=f"T{n}", parent_id=None, position=int(n), url="u", markdown="") for n in "12"]
+    await store.sync_space(SPACE, pages)
+    index = Junk([ChunkHit("c1", "page:1", "The plan for the metastore", 1, 0.5)])
+    result = await SemanticRetriever(index, Navigator(store), overfetch=1).search(bob("page:1"), "plan metastore")
+    assert [h.id for h in result.hits] == ["page:1"]
+    assert "page:2" not in str(result) and result.entities == []

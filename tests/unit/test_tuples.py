@@ -4,7 +4,7 @@ import pytest
 
 from authz.base import Condition
 from authz.base import RelationTuple as T
-from authz.tuples import confluence_tuples, grant_tuple, holds_live_grant, page_tuples
+from authz.tuples import confluence_tuples, grant_tuple, guards, holds_live_grant, page_tuples
 from core.errors import InvalidArgument, SourceError
 from core.models import Page, Permissions, Principal
 from pipeline.sources.hive_export import synthetic_hive_permissions
@@ -20,22 +20,33 @@ def page(pid: str, parent: str | None, space: str = "S") -> Page:
     return Page(page_id=pid, space_key=space, title=pid, parent_id=parent, position=0, url="u", markdown="")
 
 
-def test_root_unrestricted_page_gets_root_existence_and_unrestricted_markers():
-    assert page_tuples(page("1", None), PERMS) == {
+def test_an_unguarded_unrestricted_page_gets_existence_unguarded_and_unrestricted_markers():
+    assert page_tuples(page("1", None), PERMS, None) == {
         T("space:S", "space", "page:1"),
         T("user:*", "exists", "page:1"),
-        T("user:*", "is_root", "page:1"),
+        T("user:*", "unguarded", "page:1"),
         T("user:*", "unrestricted", "page:1"),
     }
 
 
-def test_restricted_child_gets_parent_edge_and_restriction_but_no_root_marker():
-    assert page_tuples(page("2", "1"), PERMS) == {
+def test_a_guarded_restricted_page_gets_its_guard_and_restriction_but_no_marker():
+    assert page_tuples(page("2", "1"), PERMS, "7") == {
         T("space:S", "space", "page:2"),
         T("user:*", "exists", "page:2"),
-        T("page:1", "parent", "page:2"),
+        T("page:7", "guard", "page:2"),
         T("user:bob", "restricted_viewer", "page:2"),
     }
+
+
+def test_each_page_is_guarded_by_its_nearest_restricting_or_unclassified_ancestor():
+    tree = [page("1", None), page("2", "1"), page("3", "2"), page("4", "3"), page("5", "4"), page("6", "1")]
+    restrictions = {"1": (), "2": ("user:bob",), "3": (), "4": (), "6": ()}  # 5 is unclassified
+    perms = PERMS.model_copy(update={"page_restrictions": restrictions})
+    assert guards(tree, perms) == {"1": None, "2": None, "3": "2", "4": "2", "5": "2", "6": None}
+    below_unclassified = guards([*tree, page("7", "5")], perms)
+    assert below_unclassified["7"] == "5"
+    tuples = confluence_tuples("S", tree, perms)
+    assert T("page:2", "guard", "page:5") in tuples and T("user:*", "unguarded", "page:6") in tuples
 
 
 def test_confluence_tuples_include_groups_and_space_viewers():
@@ -45,10 +56,10 @@ def test_confluence_tuples_include_groups_and_space_viewers():
 
 
 def test_unclassified_page_gets_no_restriction_marker():
-    assert page_tuples(page("3", "1"), PERMS) == {
+    assert page_tuples(page("3", "1"), PERMS, None) == {
         T("space:S", "space", "page:3"),
         T("user:*", "exists", "page:3"),
-        T("page:1", "parent", "page:3"),
+        T("user:*", "unguarded", "page:3"),
     }
 
 
