@@ -37,7 +37,7 @@ class OpenFGASettings(BaseModel):
         "to OpenFGA if one is needed); past it the request fails closed.",
     )
     resolve_node_limit: int = Field(
-        100, ge=25, description="OpenFGA `--resolve-node-limit` (deep page trees need more than the default 25)."
+        100, ge=25, description="OpenFGA `--resolve-node-limit` (restrictions nested many levels deep need more than the default 25)."
     )
 
     @property
