@@ -129,16 +129,16 @@ class Navigator:
 
 async def _while_reading(authorization: Awaitable[A], read: Awaitable[R]) -> tuple[A, R]:
     """Run an authorization and a store read at once, to save a round trip of latency. The caller
-    uses what was read only where the authorization allows it. If authorization fails, the read is
-    cancelled and the authorization error is what the caller sees."""
+    uses what was read only where the authorization allows it. If authorization fails, the read
+    still runs to its end (bounded by the store's own deadline: a query cancelled midway would
+    strand its database connection), and the authorization error is what the caller sees."""
     reading = asyncio.ensure_future(read)
     try:
         allowed = await authorization
     except BaseException:
-        reading.cancel()
-        await asyncio.wait([reading])  # let it finish cancelling; its own outcome is not wanted
+        await asyncio.wait([reading])
         if not reading.cancelled():
-            reading.exception()  # retrieved, so asyncio does not report it as lost
+            reading.exception()  # retrieved: its outcome is not wanted, and not lost either
         raise
     return allowed, await reading
 
