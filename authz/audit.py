@@ -30,10 +30,17 @@ def audit_key(settings: Settings) -> bytes:
 
 
 def _create(path: Path) -> None:
+    """Write the key to a private temporary file, then link it into place: another process sees
+    either no key file or a whole one, and if two race, both use the one that landed first."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return  # another process created it first: use theirs
-    with os.fdopen(descriptor, "w") as handle:
-        handle.write(secrets.token_hex(32) + "\n")
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(secrets.token_hex(32) + "\n")
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            pass  # another process published its key first: use theirs
+    finally:
+        temporary.unlink()

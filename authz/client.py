@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from importlib import resources
 from typing import Any
@@ -44,11 +44,10 @@ def load_model() -> dict[str, Any]:
     return json.loads(resources.files("authz").joinpath("model.json").read_text())
 
 
-def _config(settings: OpenFGASettings, store_id: str | None = None, model_id: str | None = None):
+def _config(settings: OpenFGASettings, store_id: str | None = None) -> ClientConfiguration:
     return ClientConfiguration(
         api_url=settings.url,
         store_id=store_id,
-        authorization_model_id=model_id,
         credentials=Credentials(
             method="api_token",
             configuration=CredentialConfiguration(api_token=settings.preshared_key.get_secret_value()),
@@ -57,6 +56,19 @@ def _config(settings: OpenFGASettings, store_id: str | None = None, model_id: st
         retry_params=RetryParams(max_retry=1, min_wait_in_ms=50),
         timeout_millisec=int(settings.check_timeout_s * 1000),
     )
+
+
+def _new_sdk_client(settings: OpenFGASettings, store_id: str | None = None) -> OpenFgaClient:
+    try:
+        return OpenFgaClient(_config(settings, store_id=store_id))
+    except Exception as exc:  # the SDK validates the URL and credentials here
+        raise ConfigurationError(f"OpenFGA settings are not usable: {type(exc).__name__}: {exc}") from exc
+
+
+@asynccontextmanager
+async def _sdk_client(settings: OpenFGASettings) -> AsyncIterator[OpenFgaClient]:
+    async with _new_sdk_client(settings) as client:
+        yield client
 
 
 @asynccontextmanager
@@ -117,6 +129,7 @@ class OpenFGAClient:
     async def __aexit__(self, *exc_info: object) -> None:
         if self._connecting is not None and not self._connecting.done():
             self._connecting.cancel()
+            await asyncio.wait([self._connecting])  # let it close what it opened
         self._connecting = None
         if self._client is not None:
             await self._client.close()
@@ -135,26 +148,28 @@ class OpenFGAClient:
         return self._sdk
 
     def _forget_store(self) -> None:
-        """After a failed call the store or model may be gone (OpenFGA restarted): resolve again."""
+        """The store or model is gone (OpenFGA restarted without its data): resolve them again on
+        the next call. Timeouts and refused connections keep the client: the transport reconnects
+        by itself, and re-resolving under load would only close connections in use."""
         self._model_id = None
 
     async def _connect(self) -> None:
-        deadline = self._settings.check_timeout_s * 4
-        async with OpenFgaClient(_config(self._settings)) as bootstrap:
-            async with _translated("store lookup", deadline):
-                stores = (await bootstrap.list_stores({"name": self._settings.store_name})).stores or []
-                if stores:
-                    store_id = stores[0].id
-                elif self._provision:
-                    created = await bootstrap.create_store(CreateStoreRequest(name=self._settings.store_name))
-                    store_id = created.id
-                else:
-                    raise AuthorizationUnavailable(
-                        f"OpenFGA store {self._settings.store_name!r} does not exist: run 'wayfinder index' first"
-                    )
-        client = OpenFgaClient(_config(self._settings, store_id=store_id))
+        # Each lookup may take one check deadline; a waiting request gives up at its own deadline
+        # anyway (the attempt goes on for the others).
+        deadline = self._settings.check_timeout_s
+        async with _sdk_client(self._settings) as bootstrap, _translated("store lookup", deadline):
+            stores = (await bootstrap.list_stores({"name": self._settings.store_name})).stores or []
+            if stores:
+                store_id = stores[0].id
+            elif self._provision:
+                store_id = (await bootstrap.create_store(CreateStoreRequest(name=self._settings.store_name))).id
+            else:
+                raise AuthorizationUnavailable(
+                    f"OpenFGA store {self._settings.store_name!r} does not exist: run 'wayfinder index' first"
+                )
+        client = _new_sdk_client(self._settings, store_id)
         try:
-            async with _translated("model lookup", deadline):
+            async with _translated("model lookup", deadline * (4 if self._provision else 1)):
                 model_id = await _pin_model(client, provision=self._provision)
         except BaseException:
             await client.close()
@@ -185,8 +200,9 @@ class OpenFGAClient:
                     ClientBatchCheckRequest(checks=items),
                     {"max_batch_size": MAX_CHECKS_PER_REQUEST, "max_parallel_requests": 4},
                 )
-        except AuthorizationUnavailable:
-            self._forget_store()
+        except AuthorizationUnavailable as exc:
+            if _store_or_model_gone(exc.__cause__):
+                self._forget_store()  # OpenFGA restarted without its data: resolve them again
             raise
         answers: dict[int, bool] = {}
         for single in response.result:
@@ -220,7 +236,7 @@ class OpenFGAClient:
         A change that fits in one request is one OpenFGA transaction (atomic, e.g. a page move);
         a larger one is sent as delete batches, then write batches.
         """
-        writes, deletes = sorted(writes, key=_order), sorted(deletes, key=_order)
+        writes, deletes = sorted(writes, key=lambda t: t.key), sorted(deletes, key=lambda t: t.key)
         sdk = await self._ready()
         if len(writes) + len(deletes) <= MAX_TUPLES_PER_WRITE:
             requests = [ClientWriteRequest(writes=_to_sdk(writes) or None, deletes=_to_sdk(deletes) or None)]
@@ -240,8 +256,10 @@ class OpenFGAClient:
                 await sdk.write(request)
 
 
-def _order(t: RelationTuple) -> tuple[str, str, str]:
-    return t.key
+def _store_or_model_gone(error: BaseException | None) -> bool:
+    """Did OpenFGA answer that the pinned store or authorization model does not exist?"""
+    text = str(error)
+    return "store_id_not_found" in text or "authorization_model_not_found" in text
 
 
 def _to_sdk(tuples: Sequence[RelationTuple]) -> list[ClientTuple]:

@@ -2,65 +2,46 @@
 text and loses its target, exactly as a link to a page that does not exist.
 
 Wiki text is the visible page's own content, but the targets of its links are other objects: a
-link to a restricted page would hand out that page's id. Every reference in every text a response
-carries is collected, authorized through the request's gate in one batch, and each reference the
-caller may not see is rewritten:
+link to a restricted page would hand out that page's id. Every page reference in every text a
+response carries (:func:`core.text.page_references`: typed ids, ``pageId=``, Cloud and Data
+Center paths, attachment downloads, the REST API, in any case and with ``&amp;`` or percent
+encoding) is authorized through the request's gate in one batch, and a reference the caller may
+not see is rewritten:
 
-* ``[text](target)`` becomes ``text``, ``![alt](target)`` becomes ``alt``;
-* a bare reference (``page:123``, a Confluence URL holding a page id) becomes ``(unavailable link)``.
+* ``[text](target)`` becomes ``text`` and ``![alt](target)`` becomes ``alt``;
+* any other whitespace-delimited word holding such a reference (a bare URL, ``page:123``, an
+  autolink, an HTML attribute) becomes ``(unavailable link)`` as a whole.
 
-References recognised: Wayfinder's typed page ids (``page:123``, with an optional ``#anchor``) and
-Confluence URLs that name a page by id (``viewpage.action?pageId=123``, Cloud's
-``/pages/123/...``, attachment downloads ``/download/attachments/123/...``). A reference that
-does not parse as a page id is treated as hidden: unknown, like deleted, gets no target.
+A reference to a page Wayfinder does not know is not visible, so it is rewritten the same way:
+unknown and forbidden look alike. Links by title (``/display/SPACE/Title``) carry no id; the
+sources turn links to their own pages into ``page:<id>`` when they build the Markdown.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 from authz.gate import Gate
-from core.text import MARKDOWN_LINK
+from core.text import MARKDOWN_LINK, page_references
 
 UNAVAILABLE = "(unavailable link)"
-
-_TYPED_PAGE = re.compile(r"(?<![\w:/.])page:(?P<id>\d+)(?:#[\w.~%-]*)?(?![\w])")
-_URL = re.compile(r"https?://[^\s)<>\]\"'`]+|(?<![\w/])/(?:wiki/|confluence/)?(?:pages|download/attachments)/[^\s)<>\]\"'`]+")
-_AUTOLINK_OR_URL = re.compile(rf"<?(?P<url>{_URL.pattern})>?")  # a bare URL, or an autolink <URL>
-_URL_PAGE_ID = re.compile(r"[?&]pageId=(?P<a>\d+)|/pages/(?P<b>\d+)(?:/|$|#)|/download/attachments/(?P<c>\d+)/")
-
-
-def _url_pages(url: str) -> set[str]:
-    return {f"page:{m['a'] or m['b'] or m['c']}" for m in _URL_PAGE_ID.finditer(url)}
-
-
-def references(text: str) -> set[str]:
-    """Typed ids of the pages ``text`` links to or names."""
-    found = {f"page:{m['id']}" for m in _TYPED_PAGE.finditer(text)}
-    for url in _URL.findall(text):
-        found |= _url_pages(url)
-    return found
-
-
-def _hides(target: str, visible: set[str]) -> bool:
-    return bool(references(target) - visible)
-
-
-def render(text: str, visible: set[str]) -> str:
-    """``text`` with every reference outside ``visible`` stripped of its target."""
-
-    def link(match: re.Match[str]) -> str:
-        return match["text"] if _hides(match["target"], visible) else match[0]
-
-    text = MARKDOWN_LINK.sub(link, text)
-    text = _AUTOLINK_OR_URL.sub(lambda m: UNAVAILABLE if _hides(m["url"], visible) else m[0], text)
-    return _TYPED_PAGE.sub(lambda m: m[0] if f"page:{m['id']}" in visible else UNAVAILABLE, text)
+_WORD = re.compile(r"\S+")
 
 
 def references_in(texts: Iterable[str]) -> set[str]:
     """Typed ids of every page ``texts`` link to or name."""
-    return set().union(*(references(text) for text in texts))
+    return set().union(*(page_references(text) for text in texts))
+
+
+def render(text: str, visible: Collection[str]) -> str:
+    """``text`` with every reference outside ``visible`` stripped of its target."""
+
+    def hides(fragment: str) -> bool:
+        return any(ref not in visible for ref in page_references(fragment))
+
+    text = MARKDOWN_LINK.sub(lambda m: m["text"] if hides(m["target"]) else m[0], text)
+    return _WORD.sub(lambda m: UNAVAILABLE if hides(m[0]) else m[0], text)
 
 
 async def redact(gate: Gate, texts: Sequence[str]) -> list[str]:

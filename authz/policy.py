@@ -67,7 +67,7 @@ async def visible_pages(gate: Gate, pages: Mapping[str, P], *, also: Iterable[st
     """The visible ``pages``, each with its breadcrumb cut by :func:`visible_path_to`.
 
     The pages, their spaces, every ancestor, and the ids in ``also`` (which the caller will ask
-    the gate about next, e.g. link targets) are authorized in one batch: one round trip.
+    the gate about next, e.g. link targets) are authorized in one batch.
     """
     visible = await gate.visible(
         [obj for page in pages.values() for obj in (page.id, page.space_id, *(a.id for a in page.ancestors))]

@@ -9,13 +9,12 @@ nearest restricting ancestor) or the unguarded marker.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
 from authz.base import Check, Condition, RelationTuple
 from core import ids
-from core.errors import SourceError
+from core.errors import InvalidArgument, SourceError
 from core.models import Page, Permissions, Principal
 
 VIEWER = "viewer"
@@ -27,20 +26,33 @@ LIVE_GRANT = "live_grant"
 # Grants (task objects) are written by people, through authz.grants, and never touched by a sync.
 SOURCE_TYPES = frozenset({"group", "space", "page"})
 
-_USER = re.compile(r"user:[^:#*\s]+")
-_GROUP = re.compile(r"group:[^:#*\s]+#member")
-
-
 def _subject(subject: str, where: str, *, everyone: bool = False) -> str:
-    if _USER.fullmatch(subject) or _GROUP.fullmatch(subject) or (everyone and subject == EVERYONE):
+    """``subject`` if the model allows it here: ``user:<id>``, ``group:<id>#member``, or ``user:*``
+    where everyone may be allowed; a SourceError naming ``where`` otherwise."""
+    if everyone and subject == EVERYONE:
         return subject
+    kind, _, name = subject.partition(":")
+    try:
+        if kind == "user":
+            return ids.user_id(name)
+        if kind == "group" and name.endswith("#member"):
+            return f"{ids.group_id(name.removesuffix('#member'))}#member"
+    except InvalidArgument:
+        pass
     allowed = "'user:<id>', 'group:<id>#member'" + (" or 'user:*'" if everyone else "")
     raise SourceError(f"{where}: subject {subject!r} is not one of {allowed}")
 
 
+def _group(name: str) -> str:
+    try:
+        return ids.group_id(name)
+    except InvalidArgument as exc:
+        raise SourceError(f"group {name!r}: {exc}") from exc
+
+
 def group_tuples(permissions: Permissions) -> set[RelationTuple]:
     return {
-        RelationTuple(_subject(member, f"members of group {group!r}"), "member", f"group:{group}")
+        RelationTuple(_subject(member, f"members of group {group!r}"), "member", _group(group))
         for group, members in permissions.group_members.items()
         for member in members
     }
@@ -102,8 +114,9 @@ def guards(pages: Iterable[Page], permissions: Permissions) -> dict[str, str | N
     return found
 
 
-def check_tree(space_key: str, pages: Iterable[Page]) -> None:
-    """Each page once, with one parent that is a page of this space, and no cycles."""
+def check_tree(space_key: str, pages: Sequence[Page]) -> None:
+    """Each page once, with one parent that is a page of this space, a position of its own among
+    its siblings, and no cycles."""
     parent_of: dict[str, str | None] = {}
     for page in pages:
         if page.space_key != space_key:
@@ -120,6 +133,11 @@ def check_tree(space_key: str, pages: Iterable[Page]) -> None:
     for page_id, parent in parent_of.items():
         if parent is not None and parent not in parent_of:
             raise SourceError(f"page:{page_id} has parent page:{parent}, which is not a page of space {space_key}")
+    taken: dict[tuple[str | None, int], str] = {}
+    for page in pages:
+        other = taken.setdefault((page.parent_id, page.position), page.page_id)
+        if other != page.page_id:  # siblings are listed, and paged through, by position
+            raise SourceError(f"page:{other} and {page.id} share position {page.position} under {_parent_name(page.parent_id)}")
     for start in parent_of:
         seen = {start}
         node = parent_of[start]

@@ -13,12 +13,11 @@ from core.errors import InvalidArgument
 
 MAX_ID_CHARS = 200  # longer than any id Wayfinder serves; longer input is refused before matching
 
-_PAGE_ID = re.compile(r"\d{1,20}")
+_PAGE_ID = re.compile(r"[0-9]{1,20}")
 _SPACE_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_~-]{0,63}")
 # Users, agents and tasks: no ':', '#', '*' or whitespace, which OpenFGA gives a meaning.
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,127}")
 
-SERVED_KINDS = ("page", "space")
 
 
 def _shown(raw: object) -> str:
@@ -43,6 +42,10 @@ def page_id(raw: str | int) -> str:
 
 def user_id(name: str) -> str:
     return f"user:{_valid(_NAME, name, 'user id')}"
+
+
+def group_id(name: str) -> str:
+    return f"group:{_valid(_NAME, name, 'group id')}"
 
 
 def agent_id(name: str) -> str:

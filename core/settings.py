@@ -34,7 +34,7 @@ class OpenFGASettings(BaseModel):
         3.0,
         gt=0,
         description="Deadline for all the authorization of one request (every check round trip, and a reconnect "
-        "to OpenFGA if one is needed); past it the request fails closed.",
+        "to OpenFGA if one is needed); past it the request fails closed. No single call to OpenFGA waits longer.",
     )
     resolve_node_limit: int = Field(
         100, ge=25, description="OpenFGA `--resolve-node-limit` (restrictions nested many levels deep need more than the default 25)."
@@ -98,7 +98,14 @@ class MCPSettings(BaseModel):
     stdio_principal: str | None = Field(
         None, description="User id the stdio transport acts as. Required for stdio; there is no default user."
     )
-    search_overfetch: int = Field(4, ge=1, description="Candidates fetched per requested hit before authorization.")
+    search_candidates: int = Field(
+        100,
+        ge=20,
+        le=2000,
+        description="Candidates search takes from each index channel before authorization: all that clear the "
+        "relevance floor, up to this many. Hidden pages can crowd out visible ones only when more than this "
+        "many candidates clear it.",
+    )
 
 
 class Settings(BaseSettings):

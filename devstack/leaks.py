@@ -85,7 +85,7 @@ async def leak_target(
     pages = [page for space in spaces for page in await source.pages(space.key)]
     permissions = await source.permissions()
     async with semantic_index(settings) as index:  # read before the server opens it: one per process
-        evidence = await index.entity_evidence()
+        evidence = await index.graph_evidence()
     tokens = {actor.name: secrets.token_urlsafe(32) for actor in [*ACTORS, EXPIRING]}
     verifier = StaticTokens({tokens[a.name]: TokenPrincipal(**a.principal.model_dump()) for a in [*ACTORS, EXPIRING]})
     server = create_server(

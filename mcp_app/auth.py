@@ -57,8 +57,8 @@ class StaticTokens(TokenVerifier):
         claims: dict[str, object] = {"sub": found.user}
         if found.agent is not None:
             claims |= {"act": {"sub": found.agent}, "task": found.task}
-        # client_id differs between a user's own token and an agent's token for that user, so the
-        # two never share an MCP session.
+        # A user's own token and an agent's token never share a client id, so never an MCP session;
+        # the principal itself always comes from the token of the request being served.
         client_id = f"agent:{found.agent}" if found.agent else f"user:{found.user}"
         return AccessToken(token=token, client_id=client_id, subject=found.user, scopes=[], claims=claims)
 
@@ -68,9 +68,13 @@ def http_identity() -> Principal:
     token = get_access_token()
     if token is None or not token.subject:
         raise Unauthenticated("a verified user is required")
-    act = token.claims.get("act")
-    agent = act.get("sub") if isinstance(act, dict) else None
-    task = token.claims.get("task")
+    act, task = token.claims.get("act"), token.claims.get("task")
+    agent = None
+    if act is not None or task is not None:
+        # A delegation claim that does not parse is refused, never read as the user acting alone.
+        if not isinstance(act, dict) or not isinstance(act.get("sub"), str) or not isinstance(task, str):
+            raise Unauthenticated("the token's delegation claims (act.sub, task) are malformed")
+        agent = act["sub"]
     try:
         # Validated as ids: never a wildcard or a userset such as "x#member".
         return Principal(user=token.subject, agent=agent, task=task)

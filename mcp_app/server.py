@@ -54,7 +54,7 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
         semantic_index(settings) as index,
     ):
         navigator = Navigator(store)
-        semantic = SemanticRetriever(index, navigator, settings.mcp.search_overfetch)
+        semantic = SemanticRetriever(index, navigator, settings.mcp.search_candidates)
         yield Services(authorizer, navigator, semantic, settings.openfga.check_timeout_s)
 
 

@@ -21,6 +21,7 @@ A = TypeVar("A")
 R = TypeVar("R")
 
 MAX_CHILDREN_LIMIT = 200
+CHILD_REFILL = 50
 MAX_SECTION_CHARS = 200
 MAX_CURSOR_CHARS = 512
 
@@ -82,7 +83,8 @@ class Navigator:
             found.extend(child for child in batch if child.id in shown)
             if len(found) > limit:
                 break
-            batch = await self._store.children(node_id, batch[-1].position, limit + 1 - len(found))
+            # Refill in batches of some size: many hidden children cost few round trips.
+            batch = await self._store.children(node_id, batch[-1].position, max(limit + 1 - len(found), CHILD_REFILL))
         items = found[:limit]
         more = len(found) > limit
         return ChildrenPage(items, _encode_cursor(node_id, items[-1].id) if more else None)
@@ -101,24 +103,23 @@ class Navigator:
         visible, (page, summaries) = await _while_reading(gate.visible([page_id]), read())
         if page_id not in visible or page is None:
             raise NotFound(page_id)
-        parts = sections(page.markdown)
-        chosen = page.markdown
-        if section is not None:
-            match = next((s for s in parts if s.slug == section), None)
-            if match is None:
-                raise InvalidArgument(f"page {page_id} has no section {section!r}; see the outline for slugs")
-            chosen = match.text
-        texts = [chosen, *(s.title for s in parts)]
         # The breadcrumb and every link target are authorized in one more batch.
-        summary = (await policy.visible_pages(gate, summaries, also=links.references_in(texts))).get(page_id)
+        summary = (await policy.visible_pages(gate, summaries, also=links.references_in([page.markdown]))).get(page_id)
         if summary is None:  # its space is hidden, or it moved or vanished meanwhile
             raise NotFound(page_id)
-        # Links to pages the caller cannot see lose their targets, in the text and the outline.
-        markdown, *titles = await links.redact(gate, texts)
+        # Links to pages the caller cannot see lose their targets (A11), in the text and in the
+        # outline. Sections and slugs come from the stored text, where no reference shapes a slug.
+        parts = sections(page.markdown)
+        if section is not None and section not in [part.slug for part in parts]:
+            raise InvalidArgument(f"page {page_id} has no section {section!r}; see the outline for slugs")
+        shown = await links.redact(gate, [page.markdown, *(t for part in parts for t in (part.title, part.text))])
+        markdown, titles, texts = shown[0], shown[1::2], shown[2::2]
         outline = [
-            {"slug": s.slug, "title": title, "level": s.level, "tokens": estimate_tokens(s.text)}
-            for s, title in zip(parts, titles, strict=True)
+            {"slug": part.slug, "title": title, "level": part.level, "tokens": estimate_tokens(text)}
+            for part, title, text in zip(parts, titles, texts, strict=True)
         ]
+        if section is not None:
+            markdown = next(text for part, text in zip(parts, texts, strict=True) if part.slug == section)
         return PageView(page.id, page.title, page.url, summary.space_id, summary.ancestors, outline, section, markdown)
 
     async def placed(self, page_ids: Sequence[str]) -> dict[str, PageSummary]:

@@ -84,6 +84,9 @@ _lightrag_logger.propagate = True
 _lightrag_logger.setLevel(logging.NOTSET)
 
 
+UNTRACEABLE = "untraceable"  # stands for a document a chunk no longer leads to
+
+
 @dataclass(frozen=True)
 class IndexDocument:
     """One document to index. ``doc_id`` is unique (e.g. ``page:27362069``)."""
@@ -140,7 +143,8 @@ class SemanticIndex(Protocol):
         ...
 
     async def query(self, text: str, top_k: int) -> RawResults:
-        """Up to ``top_k`` chunks, entities and relations each, by similarity to ``text``."""
+        """Up to ``top_k`` chunks, entities and relations each by similarity to ``text``, and first
+        the entities ``text`` names exactly."""
         ...
 
     async def chunks(self, chunk_ids: Sequence[str]) -> list[ChunkHit]:
@@ -341,7 +345,7 @@ class LightRAGIndex:
             named = list(await graph.get_nodes_batch(low)) if low else []
             scored = [(name, 1.0) for name in named] + [
                 (row["entity_name"], float(row["distance"])) for row in entity_rows if row["entity_name"] not in named
-            ][: top_k - len(named)]
+            ]
             names = [name for name, _ in scored]
             pairs = [(row["src_id"], row["tgt_id"]) for row in relation_rows]
             nodes = await graph.get_nodes_batch(names) if names else {}
@@ -374,18 +378,26 @@ class LightRAGIndex:
             relations=_graph_hits("relation", relations, relation_sources, doc_of),
         )
 
-    async def entity_evidence(self) -> dict[str, frozenset[str]]:
-        """Every entity with the documents supporting it: for evaluation runs, not for requests
-        (it reads the whole graph)."""
+    async def graph_evidence(self) -> dict[str, frozenset[str]]:
+        """Every entity and relation (``"A -> B"``, both ways) with the documents supporting it,
+        ``UNTRACEABLE`` among them where a supporting chunk has no document: for evaluation runs,
+        not for requests (it reads the whole graph)."""
         rag = self._require_open()
-        names = await rag.chunk_entity_relation_graph.get_all_labels()
-        sources = await self._tracked_chunks(rag.entity_chunks, names)
-        doc_of = await self._doc_of_chunks(sorted(set().union(*sources)))
-        return {
-            name: frozenset(doc_of[c] for c in chunk_ids if c in doc_of)
-            for name, chunk_ids in zip(names, sources, strict=True)
-            if chunk_ids
-        }
+        graph = rag.chunk_entity_relation_graph
+        names = await graph.get_all_labels()
+        pairs = [(edge["source"], edge["target"]) for edge in await graph.get_all_edges()]
+        entity_sources = await self._tracked_chunks(rag.entity_chunks, names)
+        relation_sources = await self._tracked_chunks(rag.relation_chunks, [make_relation_chunk_key(a, b) for a, b in pairs])
+        doc_of = await self._doc_of_chunks(sorted(set().union(*entity_sources, *relation_sources)))
+
+        def documents(chunk_ids: list[str]) -> frozenset[str]:
+            return frozenset(doc_of.get(c, UNTRACEABLE) for c in chunk_ids)
+
+        evidence = {name: documents(chunks) for name, chunks in zip(names, entity_sources, strict=True) if chunks}
+        for (a, b), chunks in zip(pairs, relation_sources, strict=True):
+            if chunks:
+                evidence[f"{a} -> {b}"] = evidence[f"{b} -> {a}"] = documents(chunks)
+        return evidence
 
     async def chunks(self, chunk_ids: Sequence[str]) -> list[ChunkHit]:
         rag = self._require_open()

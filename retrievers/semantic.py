@@ -25,7 +25,8 @@ from authz.gate import Gate
 from core import ids
 from core.errors import InvalidArgument
 from navigator.navigator import Navigator
-from retrievers.lightrag_adapter import ChunkHit, GraphHit, SemanticIndex
+from navigator.base import PageSummary
+from retrievers.lightrag_adapter import ChunkHit, GraphHit, RawResults, SemanticIndex
 
 MAX_QUERY_CHARS = 2000
 MAX_TOP_K = 50
@@ -36,7 +37,6 @@ MAX_GRAPH_HITS = {"concise": 5, "detailed": 15}
 # Entities/relations backed by more documents than this are left out: each supporting document
 # must be authorized (A4), and a hub entity ("Hive") would cost hundreds of checks per search.
 MAX_EVIDENCE_DOCS = 20
-MIN_CANDIDATES = 40  # per channel; more than top_k so a few hidden candidates do not crowd out visible ones
 # Similarity floors, measured on the Hive index with the offline embedder. Nonsense tokens (the
 # shape of the leak suite's canaries) reach 0.30 on chunks and 0.54 on entities at most, while
 # what supports the dev questions' gold pages scores from 0.27. So a candidate sharing a word with
@@ -87,10 +87,10 @@ class SearchResult:
 
 
 class SemanticRetriever:
-    def __init__(self, index: SemanticIndex, navigator: Navigator, overfetch: int) -> None:
+    def __init__(self, index: SemanticIndex, navigator: Navigator, candidates: int) -> None:
         self._index = index
         self._navigator = navigator
-        self._overfetch = overfetch
+        self._candidates = candidates  # per channel, before the relevance floor
 
     async def search(
         self,
@@ -101,37 +101,18 @@ class SemanticRetriever:
         spaces: Sequence[str] | None = None,
         response_format: str = "concise",
     ) -> SearchResult:
-        query = query.strip()
-        if not query:
-            raise InvalidArgument("query must not be empty")
-        if len(query) > MAX_QUERY_CHARS:
-            raise InvalidArgument(f"query is longer than {MAX_QUERY_CHARS} characters")
-        if not 1 <= top_k <= MAX_TOP_K:
-            raise InvalidArgument(f"top_k must be between 1 and {MAX_TOP_K}, got {top_k}")
-        if response_format not in SNIPPET_CHARS:
-            raise InvalidArgument(f"response_format must be one of {sorted(SNIPPET_CHARS)}, got {response_format!r}")
-        if spaces is not None and len(spaces) > MAX_SPACES:
-            raise InvalidArgument(f"spaces takes at most {MAX_SPACES} space keys, got {len(spaces)}")
-        wanted_spaces = {ids.space_id(key) for key in spaces} if spaces else None
-        candidate_spaces = [s for s in await self._navigator.space_ids() if wanted_spaces is None or s in wanted_spaces]
-        if not candidate_spaces:
-            return SearchResult(hits=[], entities=[], relations=[])
+        query = _checked(query, top_k, spaces, response_format)
+        limit = SNIPPET_CHARS[response_format]
+        # The spaces asked for are authorized as asked, whether they exist or not: a missing
+        # space and a hidden one look alike, and the gate is always asked.
+        candidate_spaces = sorted({ids.space_id(key) for key in spaces}) if spaces else await self._navigator.space_ids()
+        # Every candidate that clears the relevance floor, up to the cap: which of them the caller
+        # may see cannot change which visible ones are considered (A4), short of the cap.
+        chunks, graph = _relevant_candidates(await self._index.query(query, self._candidates), query)
 
-        raw = await self._index.query(query, max(top_k * self._overfetch, MIN_CANDIDATES))
-        terms = _terms(query)
-        chunks = [
-            c for c in raw.chunks if _relevant(c.score, c.text, terms, MIN_CHUNK_SIMILARITY, MIN_CHUNK_SIMILARITY_WITHOUT_TERMS)
-        ]
-        graph = [
-            g
-            for g in [*raw.entities, *raw.relations]
-            if len(g.doc_ids) <= MAX_EVIDENCE_DOCS
-            and _relevant(g.score, g.name, terms, MIN_GRAPH_SIMILARITY, MIN_GRAPH_SIMILARITY_WITHOUT_TERMS)
-        ]
         # First round trip: the spaces, every candidate document with its space, and the link
         # targets in entity and relation text. Always at least the spaces, so an unreachable
         # OpenFGA fails the request even when the index found nothing.
-        limit = SNIPPET_CHARS[response_format]
         placed = await self._navigator.placed([c.doc_id for c in chunks] + [d for g in graph for d in sorted(g.doc_ids)])
         graph_text = [t for g in graph for t in (g.name, _window(g.description, limit))]
         candidates = await policy.pages_in_visible_spaces(
@@ -147,37 +128,71 @@ class SemanticRetriever:
         reached = [cid for g in graph for cid in g.chunk_ids if cid not in known]
         expanded = await self._index.chunks(reached) if reached else []
         known.update((c.chunk_id, c) for c in expanded if c.doc_id in candidates)
-        ranked = _best_per_page(_fuse(chunks, graph, known), known)[:top_k]
+        ranked = [(r, known[r.chunk_id]) for r in _best_per_page(_fuse(chunks, graph, known), known)[:top_k]]
 
         # Second round trip: the breadcrumbs of the hits shown, and the link targets in their
         # snippets, which lose the targets the caller cannot see (A11).
-        windows = [_window(known[r.chunk_id].text, limit) for r in ranked]
-        hit_pages = {known[r.chunk_id].doc_id: candidates[known[r.chunk_id].doc_id] for r in ranked}
-        summaries = await policy.visible_pages(gate, hit_pages, also=links.references_in(windows))
+        windows = [_chunk_window(chunk, limit) for _, chunk in ranked]
+        summaries = await policy.visible_pages(
+            gate, {chunk.doc_id: candidates[chunk.doc_id] for _, chunk in ranked}, also=links.references_in(windows)
+        )
         snippets = await links.redact(gate, windows)
-        graph_limit = MAX_GRAPH_HITS[response_format]
         hits = [
-            SearchHit(
-                id=summary.id,
-                kind="page",
-                title=summary.title,
-                space=summary.space_id,
-                breadcrumb=[crumb.title for crumb in summary.ancestors],
-                url=summary.url,
-                snippet=_snippet(snippet, limit),
-                chunk_id=r.chunk_id,
-                score=round(r.score, 5),
-                why=r.why,
-            )
-            for r, snippet in zip(ranked, snippets, strict=True)
-            if (summary := summaries.get(known[r.chunk_id].doc_id)) is not None
+            _hit(summary, r, _snippet(snippet, limit))
+            for (r, chunk), snippet in zip(ranked, snippets, strict=True)
+            if (summary := summaries.get(chunk.doc_id)) is not None
         ]
         graph_results = [GraphResult(g.kind, g.name, _snippet(g.description, limit), sorted(g.doc_ids)) for g in graph]
+        graph_limit = MAX_GRAPH_HITS[response_format]
         return SearchResult(
             hits=hits,
             entities=[g for g in graph_results if g.kind == "entity"][:graph_limit],
             relations=[g for g in graph_results if g.kind == "relation"][:graph_limit],
         )
+
+
+def _checked(query: str, top_k: int, spaces: Sequence[str] | None, response_format: str) -> str:
+    """The query, stripped, once every argument is within its bounds."""
+    query = query.strip()
+    if not query:
+        raise InvalidArgument("query must not be empty")
+    if len(query) > MAX_QUERY_CHARS:
+        raise InvalidArgument(f"query is longer than {MAX_QUERY_CHARS} characters")
+    if not 1 <= top_k <= MAX_TOP_K:
+        raise InvalidArgument(f"top_k must be between 1 and {MAX_TOP_K}, got {top_k}")
+    if response_format not in SNIPPET_CHARS:
+        raise InvalidArgument(f"response_format must be one of {sorted(SNIPPET_CHARS)}, got {response_format!r}")
+    if spaces is not None and len(spaces) > MAX_SPACES:
+        raise InvalidArgument(f"spaces takes at most {MAX_SPACES} space keys, got {len(spaces)}")
+    return query
+
+
+def _relevant_candidates(raw: RawResults, query: str) -> tuple[list[ChunkHit], list[GraphHit]]:
+    """The chunks, entities and relations that clear the relevance floor, before authorization."""
+    terms = _terms(query)
+    chunks = [c for c in raw.chunks if _relevant(c.score, c.text, terms, MIN_CHUNK_SIMILARITY, MIN_CHUNK_SIMILARITY_WITHOUT_TERMS)]
+    graph = [
+        g
+        for g in [*raw.entities, *raw.relations]
+        if len(g.doc_ids) <= MAX_EVIDENCE_DOCS
+        and _relevant(g.score, g.name, terms, MIN_GRAPH_SIMILARITY, MIN_GRAPH_SIMILARITY_WITHOUT_TERMS)
+    ]
+    return chunks, graph
+
+
+def _hit(summary: PageSummary, ranked: _Ranked, snippet: str) -> SearchHit:
+    return SearchHit(
+        id=summary.id,
+        kind="page",
+        title=summary.title,
+        space=summary.space_id,
+        breadcrumb=[crumb.title for crumb in summary.ancestors],
+        url=summary.url,
+        snippet=snippet,
+        chunk_id=ranked.chunk_id,
+        score=round(ranked.score, 5),
+        why=ranked.why,
+    )
 
 
 async def _visible_graph(gate: Gate, graph: Sequence[GraphHit], documents: Collection[str], limit: int) -> list[GraphHit]:
@@ -248,12 +263,27 @@ def _best_per_page(ranked: list[_Ranked], known: dict[str, ChunkHit]) -> list[_R
 
 def _window(text: str, limit: int) -> str:
     """The part of ``text`` a snippet of ``limit`` characters can come from, with room for the
-    characters link redaction removes; redacting only this much keeps the checks few. It ends at
-    a space, so no id is cut short (a link cut in two is redacted whole: half a link names no
-    visible page)."""
-    text = " ".join(text.split())
-    end = limit + SNIPPET_MARGIN
-    return text if len(text) <= end else text[:end].rsplit(" ", 1)[0]
+    characters link redaction removes; redacting only this much keeps the checks few. It ends
+    between words, so the window itself cuts no reference short."""
+    words = text.split()
+    kept: list[str] = []
+    size = 0
+    for word in words:
+        size += len(word) + 1
+        if size > limit + SNIPPET_MARGIN:
+            break
+        kept.append(word)
+    return " ".join(kept)
+
+
+def _chunk_window(chunk: ChunkHit, limit: int) -> str:
+    """:func:`_window` of a chunk, without the first and last words the chunker may have cut out
+    of a longer one: ``:27362075`` left over from ``page:27362075`` names no page in any spelling
+    redaction knows, but shows a hidden id. A chunk that starts the page (its title heading) keeps
+    its first word."""
+    words = chunk.text.split()
+    start = 0 if chunk.text.startswith("#") else 1
+    return _window(" ".join(words[start:-1]), limit)
 
 
 def _snippet(text: str, limit: int) -> str:

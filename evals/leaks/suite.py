@@ -29,11 +29,14 @@ from fastmcp import Client
 from authz import grants
 from authz.base import TupleStore
 from core.models import Permissions, Principal
+from core.text import page_references
 from evals.leaks.canaries import Canary
 from evals.leaks.oracle import Oracle
 from evals.leaks.report import Report, Verdict
 
 MISSING_PAGE = "page:99999999"
+MISSING_SPACE = "space:NOSUCHSPACE"
+UNKNOWN = "unknown"  # evidence for an item the index's record does not hold
 PAGE_SIZE = 50
 MAX_PIVOTS = 25
 GRANT_TTL = timedelta(hours=2)
@@ -98,7 +101,7 @@ class Target:
     oracle: Oracle
     tokens: dict[str, str]  # actor name → bearer token
     canaries: Sequence[Canary] = ()
-    evidence: dict[str, frozenset[str]] = field(default_factory=dict)  # entity name → supporting pages
+    evidence: dict[str, frozenset[str]] = field(default_factory=dict)  # entity or relation → supporting pages
     deadline_s: float = 3.0
 
 
@@ -142,6 +145,12 @@ class LeakSuite:
             text = " ".join(getattr(c, "text", "") for c in result.content)
             return Answer(text, None, raw, seconds)
         return Answer(None, result.structured_content or {}, raw, seconds)
+
+    @staticmethod
+    def refusal(actor: Actor) -> str:
+        """How a request that may show nothing must fail: not found, or for an agent without a
+        live grant, unauthenticated."""
+        return "not_found:" if actor.live else "unauthenticated:"
 
     def exposed(self, answer: Answer, visible: set[str]) -> list[str]:
         """Hidden page ids and hidden canaries anywhere in an answer."""
@@ -198,7 +207,8 @@ class LeakSuite:
             visible = self.visible(actor)
             for page in sorted(self._all_pages | {MISSING_PAGE}):
                 answer = await self.call(actor, "fetch", id=page)
-                self.judge("fetch", actor, f"fetch {page}", _access(page in visible, answer, page), answer)
+                verdict = _access(page in visible, answer, page, self.refusal(actor))
+                self.judge("fetch", actor, f"fetch {page}", verdict, answer)
 
     async def probe_list_children(self) -> None:
         oracle = self.target.oracle
@@ -208,7 +218,7 @@ class LeakSuite:
             for node in nodes:
                 returned, answer = await self._all_children(actor, node)
                 if node not in visible:
-                    verdict: Verdict = "leak" if returned else ("ok" if answer.error else "leak")
+                    verdict: Verdict = "leak" if returned else _refused(answer, self.refusal(actor))
                 else:
                     expected = [c for c in oracle.children(node) if c in visible]
                     if answer.error:
@@ -235,28 +245,39 @@ class LeakSuite:
                 return returned, answer
 
     async def probe_forbidden_vs_missing(self) -> None:
+        """Every tool that takes an id, and search's space filter: a hidden object and a missing
+        one give the same bytes."""
         pairs = [("fetch", {}), ("fetch", {"section": "intro"}), ("list_children", {}), ("list_children", {"limit": 1})]
         for actor in self.actors:
-            hidden = sorted(self._all_pages - self.visible(actor))
-            for page in hidden:
+            visible = self.visible(actor)
+            for page in sorted(self._all_pages - visible):
                 for tool, extra in pairs:
-                    forbidden = await self.call(actor, tool, id=page, **extra)
-                    missing = await self.call(actor, tool, id=MISSING_PAGE, **extra)
-                    same = forbidden.raw == missing.raw and forbidden.error is not None
-                    self.judge("forbidden_vs_missing", actor, f"{tool} {page} {extra}", "ok" if same else "leak", forbidden)
+                    await self._compare(actor, tool, {"id": page, **extra}, {"id": MISSING_PAGE, **extra})
+            for space in sorted(s.id for s in self.target.oracle.spaces if s.id not in visible):
+                await self._compare(actor, "list_children", {"id": space}, {"id": MISSING_SPACE})
+                key, missing_key = space.removeprefix("space:"), MISSING_SPACE.removeprefix("space:")
+                await self._compare(actor, "search", {"query": "HiveServer2", "spaces": [key]}, {"query": "HiveServer2", "spaces": [missing_key]})
+
+    async def _compare(self, actor: Actor, tool: str, hidden: dict[str, Any], missing: dict[str, Any]) -> None:
+        forbidden = await self.call(actor, tool, **hidden)
+        absent = await self.call(actor, tool, **missing)
+        verdict: Verdict = "ok" if forbidden.raw == absent.raw else "leak"
+        self.judge("forbidden_vs_missing", actor, f"{tool} {hidden} vs {missing}", verdict, forbidden)
 
     async def probe_hidden_ids(self) -> None:
-        """Search for the visible pages that link to hidden ones: snippets, breadcrumbs, entities."""
-        linking = {
-            p.title
-            for p in self.target.oracle.pages
-            if re.search(r"page:\d+|pageId=\d+|download/attachments/\d+", p.markdown)
-        }
+        """Search for the visible pages that link to hidden ones, by title: snippets, breadcrumbs
+        and entities must name no hidden page. A probe counts only where it tested something: the
+        linking page came back to someone who may see it, or the actor may not see it at all."""
+        linking = [p for p in self.target.oracle.pages if page_references(p.markdown)]
         for actor in self.actors:
-            for title in sorted(linking):
-                answer = await self.call(actor, "search", query=title, top_k=10, response_format="detailed")
+            visible = self.visible(actor)
+            for page in sorted(linking, key=lambda p: p.page_id):
+                answer = await self.call(actor, "search", query=page.title, top_k=10, response_format="detailed")
+                hits = [h["id"] for h in (answer.data or {}).get("hits", [])]
+                if page.id in visible and page.id not in hits:
+                    continue  # the search did not bring the page back: nothing was tested
                 verdict: Verdict = "ok" if answer.error is None or not actor.live else "false_denial"
-                self.judge("hidden_ids", actor, f"search {title!r}", verdict, answer)
+                self.judge("hidden_ids", actor, f"search {page.title!r}", verdict, answer)
 
     async def probe_canary(self) -> None:
         for canary in self.target.canaries:
@@ -277,17 +298,20 @@ class LeakSuite:
     async def probe_entity_pivot(self) -> None:
         evidence = self.target.evidence
         restricted = set().union(*(self._restricted_for(a) for a in self.actors if a.live))
-        only_hidden = sorted(n for n, docs in evidence.items() if docs and docs <= restricted)[:MAX_PIVOTS]
-        shared = sorted(n for n, docs in evidence.items() if docs & restricted and docs - restricted)[:MAX_PIVOTS]
+        entities = {n: docs for n, docs in evidence.items() if " -> " not in n}
+        only_hidden = sorted(n for n, docs in entities.items() if docs and docs <= restricted)[:MAX_PIVOTS]
+        shared = sorted(n for n, docs in entities.items() if docs & restricted and docs - restricted)[:MAX_PIVOTS]
         for actor in self.actors:
             visible = self.visible(actor)
             for name in only_hidden + shared:
                 answer = await self.call(actor, "search", query=name, top_k=10, response_format="detailed")
                 items = (answer.data or {}).get("entities", []) + (answer.data or {}).get("relations", [])
+                # Judged against the index's own record of what supports each item, not against
+                # the evidence the answer claims; an item the record does not know is a leak too.
                 bad = [
                     item["name"]
                     for item in items
-                    if not set(item["evidence"]) <= visible or not evidence.get(item["name"], frozenset()) <= visible
+                    if not set(item["evidence"]) <= visible or not evidence.get(item["name"], {UNKNOWN}) <= visible
                 ]
                 verdict: Verdict = "leak" if bad else "ok"
                 self.judge("entity_pivot", actor, f"search {name!r} showed {bad[:3]}", verdict, answer)
@@ -331,10 +355,13 @@ class LeakSuite:
         await self._under(self._permissions.model_copy(update={"page_restrictions": restrictions}), bob, page, "page restricted")
 
     async def _under(self, changed: Permissions, actor: Actor, page: str, what: str) -> None:
+        """Seen before the change, refused on the first request after it, seen again once undone."""
+        before = await self.call(actor, "fetch", id=page)
+        self.judge("revocation", actor, f"before: fetch {page}", "false_denial" if before.error else "ok", before)
         await self.env.apply(changed)
         try:
             denied = await self.call(actor, "fetch", id=page)
-            self.judge("revocation", actor, f"{what}: fetch {page}", "ok" if denied.error else "leak", denied)
+            self.judge("revocation", actor, f"{what}: fetch {page}", _refused(denied, "not_found:"), denied)
         finally:
             await self.env.apply(self._permissions)
         restored = await self.call(actor, "fetch", id=page)
@@ -350,13 +377,13 @@ class LeakSuite:
         self.judge("revocation", live, f"short grant: fetch {page}", "false_denial" if before.error else "ok", before)
         await asyncio.sleep(max(0.0, (made.expires_at - datetime.now(UTC)).total_seconds()) + 0.3)
         expired = await self.call(EXPIRING, "fetch", id=page)
-        self.judge("revocation", EXPIRING, f"grant expired: fetch {page}", "ok" if expired.error else "leak", expired)
+        self.judge("revocation", EXPIRING, f"grant expired: fetch {page}", _refused(expired, "unauthenticated:"), expired)
         await grants.grant(self.env.store, p.user, p.agent, p.task, GRANT_TTL)
         renewed = await self.call(live, "fetch", id=page)
         self.judge("revocation", live, f"grant renewed: fetch {page}", "false_denial" if renewed.error else "ok", renewed)
         await grants.revoke(self.env.store, p.user, p.agent, p.task)
         revoked = await self.call(EXPIRING, "fetch", id=page)
-        self.judge("revocation", EXPIRING, f"grant revoked: fetch {page}", "ok" if revoked.error else "leak", revoked)
+        self.judge("revocation", EXPIRING, f"grant revoked: fetch {page}", _refused(revoked, "unauthenticated:"), revoked)
 
     def _restricted_for(self, actor: Actor) -> set[str]:
         """Pages hidden from ``actor`` inside spaces it may view: the ones restrictions hide."""
@@ -396,10 +423,17 @@ def _gist(answer: Answer) -> str:
     return str([h["id"] for h in data.get("hits", [])] + [g["name"] for g in data.get("entities", []) + data.get("relations", [])])
 
 
-def _access(expected_visible: bool, answer: Answer, page: str) -> Verdict:
+def _access(expected_visible: bool, answer: Answer, page: str, refusal: str) -> Verdict:
     if expected_visible:
         return "ok" if answer.error is None and (answer.data or {}).get("id") == page else "false_denial"
-    return "ok" if answer.error is not None else "leak"
+    return _refused(answer, refusal)
+
+
+def _refused(answer: Answer, refusal: str) -> Verdict:
+    """A probe that must be refused: data is a leak, another error than the expected one an error."""
+    if answer.error is None:
+        return "leak"
+    return "ok" if answer.error.startswith(refusal) else "error"
 
 
 async def _open_session(http: httpx.AsyncClient, url: str, token: str) -> str:

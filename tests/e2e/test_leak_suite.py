@@ -70,23 +70,60 @@ class LetsOneHiddenPageThrough:
         return [ok or c.object == self._page for c, ok in zip(checks, answers, strict=True)]
 
 
+class RemembersAcrossRequests(LetsOneHiddenPageThrough):
+    """A deliberately broken authorizer: a decision cache with no expiry (A8)."""
+
+    def __init__(self, real) -> None:
+        super().__init__(real, "")
+        self._known: dict[Check, bool] = {}
+
+    async def batch_check(self, checks: Sequence[Check]) -> list[bool]:
+        missing = [c for c in checks if c not in self._known]
+        if missing:
+            self._known.update(zip(missing, await self._real.batch_check(missing), strict=True))
+        return [self._known[c] for c in checks]
+
+
+class FailsOpen(LetsOneHiddenPageThrough):
+    """A deliberately broken authorizer: when OpenFGA cannot answer, it allows (A5)."""
+
+    def __init__(self, real) -> None:
+        super().__init__(real, "")
+
+    async def batch_check(self, checks: Sequence[Check]) -> list[bool]:
+        try:
+            return await self._real.batch_check(checks)
+        except Exception:
+            return [True] * len(checks)
+
+
+WRAPPERS = {
+    "gate lets one hidden page through": lambda real: LetsOneHiddenPageThrough(real, DESIGN_DOCS),
+    "decisions cached across requests": RemembersAcrossRequests,
+    "fails open when OpenFGA is down": FailsOpen,
+}
+
+
 @pytest.mark.parametrize(
     ("sabotage", "actor", "categories"),
     [
-        ("gate lets one hidden page through", "bob", ["fetch", "canary"]),
-        ("links keep hidden targets", "alice", ["fetch"]),
+        ("gate lets one hidden page through", "bob", ["fetch", "list_children", "canary"]),
+        ("decisions cached across requests", "bob", ["revocation"]),
+        ("fails open when OpenFGA is down", "bob", ["openfga_down"]),
+        ("links keep hidden targets", "alice", ["fetch", "hidden_ids"]),
         ("derived items shown on any evidence", "bob", ["entity_pivot", "canary"]),
     ],
 )
 async def test_the_suite_fails_when_a_rule_is_broken(indexed, own: Settings, monkeypatch, sabotage, actor, categories):
     """Proof the suite can fail: each sabotage must show up as leaks in each category run."""
     services = None
-    if sabotage == "gate lets one hidden page through":
+    if sabotage in WRAPPERS:
+        wrap = WRAPPERS[sabotage]
 
         @asynccontextmanager
         async def services():
             async with open_services(own) as real:
-                yield dataclasses.replace(real, authorizer=LetsOneHiddenPageThrough(real.authorizer, DESIGN_DOCS))
+                yield dataclasses.replace(real, authorizer=wrap(real.authorizer))
 
     elif sabotage == "links keep hidden targets":
         monkeypatch.setattr(links, "render", lambda text, visible: text)

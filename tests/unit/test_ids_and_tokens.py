@@ -64,3 +64,25 @@ def test_token_settings_take_users_or_delegations_from_json():
     assert settings.tokens[LONG] == "alice" and settings.tokens["z" * 32].agent == "a"
     with pytest.raises(ValidationError):
         MCPSettings.model_validate({"tokens": {LONG: {"user": "bob", "role": "admin"}}})
+
+
+@pytest.mark.parametrize(
+    "claims",
+    [
+        {"sub": "alice", "act": "digest-bot", "task": "t"},
+        {"sub": "alice", "act": ["digest-bot"], "task": "t"},
+        {"sub": "alice", "act": {"sub": 5}, "task": "t"},
+        {"sub": "alice", "act": {"sub": "digest-bot"}},
+        {"sub": "alice", "task": "t"},
+    ],
+)
+def test_malformed_delegation_claims_are_refused_not_read_as_the_user(monkeypatch, claims):
+    from fastmcp.server.auth import AccessToken
+
+    from core.errors import Unauthenticated
+    from mcp_app import auth
+
+    token = AccessToken(token="x" * 40, client_id="c", subject="alice", scopes=[], claims=claims)
+    monkeypatch.setattr(auth, "get_access_token", lambda: token)
+    with pytest.raises(Unauthenticated):
+        auth.http_identity()

@@ -37,7 +37,7 @@ async def make_client(*visible: str, unavailable: bool = False):
 
     @asynccontextmanager
     async def services():
-        yield Services(authorizer, navigator, SemanticRetriever(index, navigator, overfetch=4))
+        yield Services(authorizer, navigator, SemanticRetriever(index, navigator, candidates=40))
 
     server = create_server(services, lambda: Principal(user="bob"), observe=lambda *seen: observed.append(seen))
     return Client(server), observed
@@ -122,6 +122,6 @@ async def test_entities_backed_by_too_many_documents_are_left_out_unchecked():
     await store.sync_space(SPACE, PAGES)
     navigator = Navigator(store)
     gate = Gate(FakeAuthorizer([Check("user:bob", "viewer", "space:S")]), Principal(user="bob"))
-    result = await SemanticRetriever(HubIndex(), navigator, overfetch=1).search(gate, "hive")
+    result = await SemanticRetriever(HubIndex(), navigator, candidates=10).search(gate, "hive")
     assert result.entities == []
     assert [r.object for r in gate.records] == ["space:S"]

@@ -151,3 +151,18 @@ async def test_a_failed_authorization_is_the_error_seen_and_the_read_is_not_stra
     with pytest.raises(AuthorizationUnavailable):
         await Navigator(store).read_page(Gate(FailsAfterAWhile(), Principal(user="bob")), "page:1")
     assert store.finished == 1  # the read ran to its end instead of being cut off midway
+
+
+async def test_the_outline_names_no_hidden_page_and_slugs_are_the_same_for_everyone():
+    store = FakeNavigatorStore()
+    text = "intro\n\n## Notes from page:3 and https://w.example.com/wiki/spaces/S/pages/3/x\n\nsee [T3](page:3)\n"
+    await store.sync_space(SPACE, [page("1", None, 0, text), page("3", None, 1)])
+    viewer = Gate(FakeAuthorizer([Check("user:bob", "viewer", o) for o in ("space:S", "page:1", "page:3")]), Principal(user="bob"))
+    outsider = Gate(FakeAuthorizer([Check("user:bob", "viewer", o) for o in ("space:S", "page:1")]), Principal(user="bob"))
+    seen = await Navigator(store).read_page(viewer, "page:1")
+    hidden = await Navigator(store).read_page(outsider, "page:1")
+    assert [o["slug"] for o in seen.outline] == [o["slug"] for o in hidden.outline] == ["intro", "notes-from-link-and-link"]
+    assert "3" not in str(hidden.outline) + hidden.markdown.replace("T3", "")
+    assert "[T3](page:3)" in seen.markdown
+    section = await Navigator(store).read_page(outsider, "page:1", "notes-from-link-and-link")
+    assert "page:3" not in section.markdown and section.markdown.startswith("## Notes from (unavailable link)")

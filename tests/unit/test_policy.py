@@ -77,7 +77,36 @@ def test_a_hidden_target_and_a_missing_one_render_the_same():
 
 
 def test_references_find_typed_ids_and_confluence_urls():
-    assert links.references(TEXT) == {"page:27362075", "page:1"}
+    assert links.references_in([TEXT]) == {"page:27362075", "page:1"}
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        "https://x.example.com/wiki/spaces/HIVE/pages/27362075.",
+        "https://x.example.com/wiki/spaces/HIVE/pages/27362075?focusedCommentId=5",
+        "[t](/wiki/spaces/HIVE/pages/27362075/Design)",
+        "cwiki.apache.org/confluence/pages/viewpage.action?pageId=27362075",
+        "HTTPS://X/PAGES/VIEWPAGE.ACTION?PAGEID=27362075",
+        "x/viewpage.action?a=1&amp;pageId=27362075",
+        "login.action?os_destination=%2Fpages%2Fviewpage.action%3FpageId%3D27362075",
+        "/download/attachments/27362075",
+        "/download/attachments/27362075?version=2",
+        "/download/thumbnails/27362075/x.png",
+        "/rest/api/content/27362075",
+        "/pages/edit-v2/27362075",
+        "[t](viewpage.action?pageId=27362075)",
+        "[t](?pageId=27362075)",
+        "xpage:27362075",
+        "page:27362075_",
+        "…/fetch/page:27362075",
+        '<a href="/pages/27362075">x</a>',
+        "| [Design](page:27362075) |",
+    ],
+)
+def test_no_spelling_of_a_hidden_reference_survives(spelling):
+    shown = links.render(f"see {spelling} now", {"page:1"})
+    assert "27362075" not in shown and shown.startswith("see ") and shown.endswith(" now")
 
 
 async def test_redact_asks_the_gate_once_for_every_text():

@@ -29,7 +29,7 @@ async def retriever() -> tuple[SemanticRetriever, FakeSemanticIndex]:
     await store.sync_space(SPACE, pages)
     index = FakeSemanticIndex()
     await index.upsert([IndexDocument(p.id, p.markdown) for p in pages])
-    return SemanticRetriever(index, Navigator(store), overfetch=4), index
+    return SemanticRetriever(index, Navigator(store), candidates=40), index
 
 
 def bob(*visible: str) -> Gate:
@@ -68,7 +68,7 @@ async def test_visible_entities_lead_to_their_chunks_and_say_so():
 async def test_links_in_snippets_lose_hidden_targets():
     result, _ = await search("Table definitions", "page:1", "page:3")
     (hit,) = [h for h in result.hits if h.id == "page:1"]
-    assert "page:2" not in hit.snippet and "See Plan and (unavailable link)." in hit.snippet
+    assert "page:2" not in hit.snippet and "See Plan and" in hit.snippet
     shown, _ = await search("Table definitions", "page:1", "page:2", "page:3")
     assert "[Plan](page:2)" in next(h.snippet for h in shown.hits if h.id == "page:1")
 
@@ -101,7 +101,7 @@ async def test_a_weak_match_needs_a_shared_word_and_a_strong_one_does_not():
             ChunkHit("c3", "page:3", "Nothing in common either", 3, 0.40),  # strong on its own
         ]
     )
-    result = await SemanticRetriever(index, Navigator(store), overfetch=1).search(
+    result = await SemanticRetriever(index, Navigator(store), candidates=10).search(
         bob("page:1", "page:2", "page:3"), "how does the Metastore work"
     )
     assert {h.id for h in result.hits} == {"page:1", "page:3"}
@@ -120,6 +120,45 @@ async def test_an_entity_whose_name_points_at_a_hidden_page_is_never_named():
     pages = [Page(page_id=n, space_key="S", title=f"T{n}", parent_id=None, position=int(n), url="u", markdown="") for n in "12"]
     await store.sync_space(SPACE, pages)
     index = Junk([ChunkHit("c1", "page:1", "The plan for the metastore", 1, 0.5)])
-    result = await SemanticRetriever(index, Navigator(store), overfetch=1).search(bob("page:1"), "plan metastore")
+    result = await SemanticRetriever(index, Navigator(store), candidates=10).search(bob("page:1"), "plan metastore")
     assert [h.id for h in result.hits] == ["page:1"]
     assert "page:2" not in str(result) and result.entities == []
+
+
+def test_a_chunk_cut_inside_a_reference_shows_no_part_of_the_id():
+    from retrievers.lightrag_adapter import ChunkHit
+    from retrievers.semantic import _chunk_window
+
+    cut = ChunkHit("c", "page:1", ":27362075 for the design of page:2736", 1)
+    assert "2736" not in _chunk_window(cut, 300)
+    first = ChunkHit("c", "page:1", "# Title\n\nBody text ends here", 1)
+    assert _chunk_window(first, 300) == "# Title Body text ends"
+
+
+async def test_hidden_pages_do_not_crowd_visible_ones_out_of_the_candidates():
+    store = FakeNavigatorStore()
+    texts = {str(n): "zorblax metastore notes" for n in range(100, 145)} | {"1": "the metastore"}
+    pages = [Page(page_id=n, space_key="S", title=f"T{n}", parent_id=None, position=int(n), url="u", markdown=t) for n, t in texts.items()]
+    await store.sync_space(SPACE, pages)
+    index = FakeSemanticIndex()
+    await index.upsert([IndexDocument(p.id, p.markdown) for p in pages])
+    semantic = SemanticRetriever(index, Navigator(store), candidates=200)
+    hidden_term = await semantic.search(bob("page:1"), "zorblax metastore")
+    nowhere = await semantic.search(bob("page:1"), "quuxplonk metastore")
+    assert [h.id for h in hidden_term.hits] == [h.id for h in nowhere.hits] == ["page:1"]
+
+
+async def test_a_missing_space_and_a_hidden_one_answer_alike_and_both_are_checked():
+    import pytest
+
+    from core.errors import AuthorizationUnavailable
+
+    semantic, _ = await retriever()
+    outsider = Gate(FakeAuthorizer([]), Principal(user="carol"))
+    hidden = await semantic.search(outsider, "Metastore", spaces=["S"])
+    missing = await semantic.search(outsider, "Metastore", spaces=["NOPE"])
+    assert dataclasses.asdict(hidden) == dataclasses.asdict(missing)
+    assert {"space:S", "space:NOPE"} <= {r.object for r in outsider.records}
+    for key in ("S", "NOPE"):
+        with pytest.raises(AuthorizationUnavailable):
+            await semantic.search(Gate(FakeAuthorizer(unavailable=True), Principal(user="carol")), "Metastore", spaces=[key])

@@ -16,8 +16,8 @@ PERMS = Permissions(
 )
 
 
-def page(pid: str, parent: str | None, space: str = "S") -> Page:
-    return Page(page_id=pid, space_key=space, title=pid, parent_id=parent, position=0, url="u", markdown="")
+def page(pid: str, parent: str | None, space: str = "S", position: int = 0) -> Page:
+    return Page(page_id=pid, space_key=space, title=pid, parent_id=parent, position=position, url="u", markdown="")
 
 
 def test_an_unguarded_unrestricted_page_gets_existence_unguarded_and_unrestricted_markers():
@@ -39,11 +39,11 @@ def test_a_guarded_restricted_page_gets_its_guard_and_restriction_but_no_marker(
 
 
 def test_each_page_is_guarded_by_its_nearest_restricting_or_unclassified_ancestor():
-    tree = [page("1", None), page("2", "1"), page("3", "2"), page("4", "3"), page("5", "4"), page("6", "1")]
+    tree = [page("1", None), page("2", "1"), page("3", "2"), page("4", "3"), page("5", "4"), page("6", "1", position=1)]
     restrictions = {"1": (), "2": ("user:bob",), "3": (), "4": (), "6": ()}  # 5 is unclassified
     perms = PERMS.model_copy(update={"page_restrictions": restrictions})
     assert guards(tree, perms) == {"1": None, "2": None, "3": "2", "4": "2", "5": "2", "6": None}
-    below_unclassified = guards([*tree, page("7", "5")], perms)
+    below_unclassified = guards([*tree, page("7", "5")], perms)  # guards() takes any checked tree
     assert below_unclassified["7"] == "5"
     tuples = confluence_tuples("S", tree, perms)
     assert T("page:2", "guard", "page:5") in tuples and T("user:*", "unguarded", "page:6") in tuples
@@ -76,6 +76,8 @@ def test_a_second_parent_is_an_error_naming_both():
         ([page("1", None), page("2", "9")], r"page:2 has parent page:9, which is not a page of space S"),
         ([page("1", "2"), page("2", "1")], r"form a cycle"),
         ([page("1", None, space="T")], r"belongs to space T, not S"),
+        ([page("1", None), page("2", "1"), page("3", "1")], r"page:2 and page:3 share position 0 under page:1"),
+        ([page("1", None), page("2", None)], r"page:1 and page:2 share position 0 under the space root"),
     ],
 )
 def test_a_tree_that_is_not_a_tree_is_refused(pages, message):
@@ -127,3 +129,8 @@ def test_hive_permissions_nest_committers_in_users_and_leave_carol_out():
     assert "group:hive-committers#member" in perms.group_members["hive-users"]
     everyone = str(perms)
     assert "carol" not in everyone
+
+
+def test_a_group_name_the_model_cannot_hold_is_refused():
+    with pytest.raises(SourceError, match="group 'a b'"):
+        confluence_tuples("S", [page("1", None)], PERMS.model_copy(update={"group_members": {"a b": ("user:bob",)}}))
