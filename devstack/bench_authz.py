@@ -123,7 +123,7 @@ def memory_settings(settings: Settings) -> Settings:
         update={
             "data_dir": settings.data_dir / "bench-authz",
             "openfga": settings.openfga.model_copy(
-                update={"http_port": 58080, "grpc_port": 58081, "datastore": "memory", "store_name": "wayfinder-bench"}
+                update={"http_port": 25080, "grpc_port": 25081, "datastore": "memory", "store_name": "wayfinder-bench"}
             ),
         }
     )

@@ -42,10 +42,10 @@ def suite_settings(settings: Settings) -> Settings:
         update={
             "data_dir": settings.data_dir / "leak-suite",
             "openfga": settings.openfga.model_copy(
-                update={"http_port": 48080, "grpc_port": 48081, "datastore": "memory", "store_name": "wayfinder-leaks"}
+                update={"http_port": 24080, "grpc_port": 24081, "datastore": "memory", "store_name": "wayfinder-leaks"}
             ),
-            "neo4j": settings.neo4j.model_copy(update={"bolt_port": 47687}),
-            "mcp": settings.mcp.model_copy(update={"port": 48765}),
+            "neo4j": settings.neo4j.model_copy(update={"bolt_port": 24687}),
+            "mcp": settings.mcp.model_copy(update={"port": 24765}),
         }
     )
 

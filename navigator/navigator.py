@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import json
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeVar
 
 from authz import links, policy
 from authz.gate import Gate
 from core import ids
 from core.errors import InvalidArgument, NotFound
 from core.text import estimate_tokens, sections
-from navigator.base import ChildPage, Crumb, NavigatorStore, PageContent, PageSummary
-
-A = TypeVar("A")
-R = TypeVar("R")
+from navigator.base import ChildPage, Crumb, NavigatorStore, PageSummary
 
 MAX_CHILDREN_LIMIT = 200
 CHILD_REFILL = 50
@@ -64,13 +59,11 @@ class Navigator:
             raise InvalidArgument(f"limit must be between 1 and {MAX_CHILDREN_LIMIT}, got {limit}")
         last_id = _decode_cursor(cursor, node_id) if cursor is not None else None
 
-        async def first_read() -> tuple[int | None, list[ChildPage]]:
-            after = await self._store.position(node_id, last_id) if last_id else -1
-            return after, (await self._store.children(node_id, after, limit + 1) if after is not None else [])
-
-        # The node and the cursor's last child are authorized while the tree is read; nothing read
-        # is used unless the node is visible.
-        visible, (after, batch) = await _while_reading(gate.visible([node_id, *([last_id] if last_id else [])]), first_read())
+        # Read first, then authorize the node, the cursor's last child and the first children in
+        # one batch: nothing read is used unless the node is visible.
+        after = await self._store.position(node_id, last_id) if last_id else -1
+        batch = await self._store.children(node_id, after, limit + 1) if after is not None else []
+        visible = await gate.visible([node_id, *([last_id] if last_id else []), *(child.id for child in batch)])
         if node_id not in visible:
             raise NotFound(node_id)
         if after is None or (last_id is not None and last_id not in visible):
@@ -96,16 +89,13 @@ class Navigator:
         if section is not None and (not isinstance(section, str) or not 0 < len(section) <= MAX_SECTION_CHARS):
             raise InvalidArgument(f"section must be a heading slug of 1 to {MAX_SECTION_CHARS} characters")
 
-        async def read() -> tuple[PageContent | None, dict[str, PageSummary]]:
-            return await self._store.page(page_id), await self._store.summaries([page_id])
-
-        # The page is authorized while it is read; the text is used only if the page is visible.
-        visible, (page, summaries) = await _while_reading(gate.visible([page_id]), read())
-        if page_id not in visible or page is None:
-            raise NotFound(page_id)
-        # The breadcrumb and every link target are authorized in one more batch.
-        summary = (await policy.visible_pages(gate, summaries, also=links.references_in([page.markdown]))).get(page_id)
-        if summary is None:  # its space is hidden, or it moved or vanished meanwhile
+        # Read first, then authorize the page, its space, its ancestors and every link target in
+        # one batch; the text is used only if the page and its space are visible.
+        page = await self._store.page(page_id)
+        summaries = await self._store.summaries([page_id]) if page is not None else {}
+        also = links.references_in([page.markdown]) if page is not None else [page_id]
+        summary = (await policy.visible_pages(gate, summaries, also=also)).get(page_id)
+        if page is None or summary is None:  # hidden, missing, its space hidden, or moved meanwhile
             raise NotFound(page_id)
         # Links to pages the caller cannot see lose their targets (A11), in the text and in the
         # outline. Sections and slugs come from the stored text, where no reference shapes a slug.
@@ -126,22 +116,6 @@ class Navigator:
         """Where pages sit (space, ancestors), unauthorized: for callers that authorize them in a
         batch of their own through authz.policy (search)."""
         return await self._store.summaries(page_ids)
-
-
-async def _while_reading(authorization: Awaitable[A], read: Awaitable[R]) -> tuple[A, R]:
-    """Run an authorization and a store read at once, to save a round trip of latency. The caller
-    uses what was read only where the authorization allows it. If authorization fails, the read
-    still runs to its end (bounded by the store's own deadline: a query cancelled midway would
-    strand its database connection), and the authorization error is what the caller sees."""
-    reading = asyncio.ensure_future(read)
-    try:
-        allowed = await authorization
-    except BaseException:
-        await asyncio.wait([reading])
-        if not reading.cancelled():
-            reading.exception()  # retrieved: its outcome is not wanted, and not lost either
-        raise
-    return allowed, await reading
 
 
 _BAD_CURSOR = "invalid cursor: pass the next_cursor of the previous list_children call unchanged"

@@ -31,13 +31,15 @@ SLICE_ROOTS = {
 
 
 def test_settings(base: Path) -> Settings:
+    # Fixed ports sit below the kernel's ephemeral range (32768-60999 on Linux), where the local
+    # end of some outgoing connection could already hold them.
     return Settings(
         data_dir=base / "run",
         corpus_dir=CORPUS,
-        openfga={"http_port": 38080, "grpc_port": 38081, "datastore": "memory", "store_name": "wayfinder-test"},
-        neo4j={"bolt_port": 37687, "password": "wayfinder-test-password"},
+        openfga={"http_port": 29080, "grpc_port": 29081, "datastore": "memory", "store_name": "wayfinder-test"},
+        neo4j={"bolt_port": 29687, "password": "wayfinder-test-password"},
         lightrag={"workspace": "test"},
-        mcp={"port": 38765},
+        mcp={"port": 29765},
     )
 
 

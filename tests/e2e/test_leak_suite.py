@@ -31,8 +31,8 @@ def own(services: Settings, tmp_path) -> Settings:
     settings = services.model_copy(
         update={
             "data_dir": tmp_path / "run",
-            "openfga": services.openfga.model_copy(update={"http_port": 38090, "grpc_port": 38091}),
-            "mcp": services.mcp.model_copy(update={"port": 38767}),
+            "openfga": services.openfga.model_copy(update={"http_port": 29090, "grpc_port": 29091}),
+            "mcp": services.mcp.model_copy(update={"port": 29767}),
         }
     )
     settings.data_dir.mkdir(parents=True)
