@@ -6,6 +6,7 @@
     ├── ServiceError                a local service could not be started or reached
     │   └── PortInUse               something else already listens on a port we need
     ├── SourceError                 the content source (export files, Atlassian REST) failed
+    │   └── TransformError          one page's content could not be converted (retried next run)
     ├── IndexError_                 the semantic index refused or failed an operation
     ├── NavigatorUnavailable        Neo4j could not answer
     ├── AuthorizationUnavailable    OpenFGA unreachable, too slow or incomplete: fail closed
@@ -42,6 +43,10 @@ class PortInUse(ServiceError):
 
 class SourceError(WayfinderError):
     """Reading the content source failed."""
+
+
+class TransformError(SourceError):
+    """One page's content could not be converted to Markdown; that page is retried next run."""
 
 
 class IndexError_(WayfinderError):  # noqa: N801 - the trailing underscore avoids the builtin

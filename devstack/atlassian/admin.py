@@ -1,0 +1,174 @@
+"""The emulator's controls, for tests and benchmarks: changes to the site as its users would make
+them, injected faults, and a count of the REST calls served. Served under ``/_emulator`` and
+guarded by the emulator's admin token (bearer); the emulator binds to loopback only.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import collections
+import hmac
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from devstack.atlassian.site import Site, SiteError
+
+
+@dataclass
+class Fault:
+    """One injected failure: answer the next ``times`` requests whose path matches ``path`` with
+    ``kind`` — "429" (with ``Retry-After``), "500", "503", "slow" (wait ``delay_s``, then answer)
+    or "drop" (send half the body, then close the connection)."""
+
+    kind: str
+    path: str = ".*"
+    times: int = 1
+    retry_after_s: int = 1
+    delay_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("429", "500", "503", "slow", "drop"):
+            raise SiteError(f"unknown fault kind {self.kind!r}; use 429, 500, 503, slow or drop")
+        re.compile(self.path)
+
+
+@dataclass
+class Emulator:
+    site: Site
+    faults: list[Fault] = field(default_factory=list)
+    requests: collections.Counter[str] = field(default_factory=collections.Counter)
+
+    def take_fault(self, path: str) -> Fault | None:
+        for fault in self.faults:
+            if re.search(fault.path, path):
+                fault.times -= 1
+                if fault.times <= 0:
+                    self.faults.remove(fault)
+                return fault
+        return None
+
+
+@dataclass
+class Emulator:
+    site: Site
+    admin_token: str
+    faults: list[Fault] = field(default_factory=list)
+    requests: collections.Counter[str] = field(default_factory=collections.Counter)
+
+    def take_fault(self, path: str) -> Fault | None:
+        for fault in self.faults:
+            if re.search(fault.path, path):
+                fault.times -= 1
+                if fault.times <= 0:
+                    self.faults.remove(fault)
+                return fault
+        return None
+
+
+AdminHandler = Callable[[Request, dict[str, Any]], Awaitable[object]]
+
+
+def admin_routes(emulator: Emulator) -> list[Route]:
+    site = emulator.site
+
+    def admin(handler: AdminHandler) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+            if not hmac.compare_digest(given.encode(), emulator.admin_token.encode()):
+                return JSONResponse({"error": "the admin API needs the emulator's admin token"}, 401)
+            try:
+                payload = await request.json() if await request.body() else {}
+                if not isinstance(payload, dict):
+                    raise SiteError("the request body must be a JSON object")
+                result = await handler(request, payload)
+            except SiteError as exc:
+                return JSONResponse({"error": str(exc)}, exc.status)
+            except (ValueError, KeyError, TypeError) as exc:
+                return JSONResponse({"error": f"bad request: {exc}"}, 400)
+            return JSONResponse(result)
+
+        return endpoint
+
+    def account(login: str) -> str:
+        found = site.user_by_login(login)
+        if found is None:
+            raise SiteError(f"no user {login}", 404)
+        return found.account_id
+
+    async def create(request: Request, body: dict[str, Any]) -> object:
+        page = site.create_page(
+            body["space"], body["title"], body.get("body", ""), parent_id=body.get("parent_id"), by=account(body["by"]), labels=body.get("labels", [])
+        )
+        return {"id": page.id, "version": page.version.number}
+
+    async def edit(request: Request, body: dict[str, Any]) -> object:
+        page = site.edit_page(
+            request.path_params["id"], by=account(body["by"]), body=body.get("body"), title=body.get("title"), message=body.get("message", "")
+        )
+        return {"id": page.id, "version": page.version.number}
+
+    async def move(request: Request, body: dict[str, Any]) -> object:
+        page = site.move_page(request.path_params["id"], body.get("parent_id"), by=account(body["by"]), space_key=body.get("space"))
+        return {"id": page.id, "version": page.version.number, "space": page.space_key}
+
+    async def delete(request: Request, body: dict[str, Any]) -> object:
+        return {"moved_children": site.delete_page(request.path_params["id"])}
+
+    async def restrict(request: Request, body: dict[str, Any]) -> object:
+        page = site.set_read_restrictions(
+            request.path_params["id"], users={account(login) for login in body.get("users", [])}, groups=set(body.get("groups", []))
+        )
+        return {"id": page.id, "version": page.version.number}
+
+    async def add_member(request: Request, body: dict[str, Any]) -> object:
+        site.add_member(request.path_params["group"], account(request.path_params["login"]))
+        return {"group": request.path_params["group"], "members": len(site.groups[request.path_params["group"]])}
+
+    async def remove_member(request: Request, body: dict[str, Any]) -> object:
+        site.remove_member(request.path_params["group"], account(request.path_params["login"]))
+        return {"group": request.path_params["group"], "members": len(site.groups[request.path_params["group"]])}
+
+    async def attach(request: Request, body: dict[str, Any]) -> object:
+        try:
+            data = base64.b64decode(body["data_base64"], validate=True)
+        except binascii.Error as exc:
+            raise SiteError("data_base64 is not base64") from exc
+        attachment = site.add_attachment(request.path_params["id"], body["filename"], body.get("media_type", "application/octet-stream"), data, by=account(body["by"]))
+        return {"id": attachment.id, "page_version": site.pages[attachment.page_id].version.number}
+
+    async def add_fault(request: Request, body: dict[str, Any]) -> object:
+        emulator.faults.append(Fault(**body))
+        return {"faults": len(emulator.faults)}
+
+    async def clear_faults(request: Request, body: dict[str, Any]) -> object:
+        emulator.faults.clear()
+        return {"faults": 0}
+
+    async def request_counts(request: Request, body: dict[str, Any]) -> object:
+        return dict(emulator.requests)
+
+    async def reset_counts(request: Request, body: dict[str, Any]) -> object:
+        emulator.requests.clear()
+        return {}
+
+    return [
+        Route("/_emulator/pages", admin(create), methods=["POST"]),
+        Route("/_emulator/pages/{id}", admin(edit), methods=["PUT"]),
+        Route("/_emulator/pages/{id}", admin(delete), methods=["DELETE"]),
+        Route("/_emulator/pages/{id}/move", admin(move), methods=["POST"]),
+        Route("/_emulator/pages/{id}/restrictions", admin(restrict), methods=["PUT"]),
+        Route("/_emulator/pages/{id}/attachments", admin(attach), methods=["POST"]),
+        Route("/_emulator/groups/{group}/members/{login}", admin(add_member), methods=["PUT"]),
+        Route("/_emulator/groups/{group}/members/{login}", admin(remove_member), methods=["DELETE"]),
+        Route("/_emulator/faults", admin(add_fault), methods=["POST"]),
+        Route("/_emulator/faults", admin(clear_faults), methods=["DELETE"]),
+        Route("/_emulator/requests", admin(request_counts), methods=["GET"]),
+        Route("/_emulator/requests", admin(reset_counts), methods=["DELETE"]),
+    ]

@@ -1,0 +1,1 @@
+"""Source formats to Markdown: Confluence storage XHTML (confluence.py)."""
