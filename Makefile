@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install demo test test-unit leak-suite bench-authz services-up services-down clean
+.PHONY: install demo test test-unit leak-suite bench-authz bench-incremental services-up services-down clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ leak-suite: install
 # The gate's cost per tool against an allow-all stand-in, side by side on the demo's Hive index.
 bench-authz: install
 	$(BIN)/wayfinder bench-authz
+
+# Full sync of the Hive space over REST, ~1% churn, incremental sync (own stack; about 20 minutes).
+bench-incremental: install
+	$(BIN)/wayfinder bench-incremental
 
 services-up: install
 	$(BIN)/wayfinder services up

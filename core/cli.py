@@ -133,23 +133,23 @@ def _checked(make):
 
 
 @app.command()
-def index() -> None:
-    """Index the Apache Hive space: permissions to OpenFGA, the tree to Neo4j, text to LightRAG."""
-    from pipeline.runner import run_index
-    from pipeline.sources.hive_export import HiveExportSource
+def sync(
+    permissions_only: bool = typer.Option(
+        False, "--permissions-only", help="Only restrictions, space permissions and group memberships → OpenFGA (cheap; run often)."
+    ),
+) -> None:
+    """Sync Confluence over REST: changed pages → raw store → Markdown → OpenFGA, Neo4j, LightRAG."""
+    from devstack.atlassian.service import sync_configured
 
-    settings = Settings()
     try:
-        report = asyncio.run(run_index(settings, HiveExportSource(settings.corpus_dir), console))
+        report = asyncio.run(sync_configured(Settings(), console, permissions_only=permissions_only))
     except (AuthorizationUnavailable, NavigatorUnavailable) as exc:
         console.print("[yellow]hint:[/yellow] are the services running? `wayfinder services status`")
         raise _fail(exc) from exc
     except WayfinderError as exc:
         raise _fail(exc) from exc
-    console.print(
-        f"done: {report.pages} pages in {report.total_seconds:.1f}s "
-        f"(index {report.index_seconds:.1f}s, {report.docs_per_second:.2f} docs/s)"
-    )
+    if report.failed:
+        raise typer.Exit(code=2)
 
 
 @app.command()
@@ -203,19 +203,30 @@ def bench_authz() -> None:
         raise _fail(exc) from exc
 
 
+@app.command("bench-incremental")
+def bench_incremental() -> None:
+    """Full sync, ~1% churn through the emulator, incremental sync: times, calls, and each change checked in every store."""
+    from devstack.bench_incremental import run_bench_incremental
+
+    try:
+        report = asyncio.run(run_bench_incremental(Settings(), console))
+    except WayfinderError as exc:
+        raise _fail(exc) from exc
+    if not report["all_changes_reached_every_store"]:
+        raise typer.Exit(code=1)
+
+
 @app.command("leak-suite")
 def leak_suite() -> None:
     """Probe every page as every principal over MCP on a stack of its own; exit 1 on any leak."""
     from devstack.leaks import run_leak_suite
-    from evals.leaks.canaries import CanarySource
-    from pipeline.sources.hive_export import HiveExportSource
 
     # The probes provoke refusals by the thousand; the report counts them, the log need not.
     for noisy in ("mcp.server.streamable_http_manager", "wayfinder.mcp", "fastmcp"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
     settings = Settings()
     try:
-        report = asyncio.run(run_leak_suite(settings, CanarySource(HiveExportSource(settings.corpus_dir)), console))
+        report = asyncio.run(run_leak_suite(settings, console))
     except WayfinderError as exc:
         raise _fail(exc) from exc
     if not report.passed:

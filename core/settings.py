@@ -108,6 +108,39 @@ class MCPSettings(BaseModel):
     )
 
 
+class ConfluenceSettings(BaseModel):
+    """The Confluence site to sync. Unset ``url`` means the local emulator, seeded with the Hive space."""
+
+    url: str | None = Field(
+        None,
+        description="Site URL with its context path: `https://example.atlassian.net/wiki` (Cloud) or "
+        "`https://confluence.example.com` / `…/confluence` (Data Center). Unset: the local emulator.",
+    )
+    cloud: bool | None = Field(None, description="Cloud or Data Center; unset decides by the host (`*.atlassian.net` is Cloud).")
+    username: str | None = Field(
+        None, description="Account of the sync: the e-mail address on Cloud, the username on Data Center. Unset with a "
+        "token: the token is sent as a bearer personal access token (Data Center)."
+    )
+    token: SecretStr | None = Field(None, description="API token (Cloud) or password / personal access token (Data Center).")
+    spaces: list[str] = Field(default_factory=lambda: ["HIVE"], description="Keys of the spaces to sync.")
+    overlap_minutes: int = Field(
+        15, ge=1, description="Each sync asks for pages modified since the last one, less this many minutes: CQL dates "
+        "are minute-precise and clocks drift."
+    )
+    page_size: int = Field(50, ge=1, le=100, description="Pages per REST call.")
+    timeout_s: float = Field(30.0, gt=0, description="Timeout of one REST call.")
+    max_attempts: int = Field(6, ge=1, description="Attempts per REST call under 429/5xx and dropped connections (Retry-After is honoured).")
+    emulator_host: str = Field("127.0.0.1", description="Loopback address of the local emulator.")
+    emulator_port: int = Field(18090, description="Port of the local emulator (used when `url` is unset).")
+    emulator_admin_token: SecretStr = Field(
+        SecretStr("wayfinder-emulator-admin"), description="Bearer token of the emulator's admin API (tests, benchmarks)."
+    )
+
+    @property
+    def emulated(self) -> bool:
+        return self.url is None
+
+
 class Settings(BaseSettings):
     """Everything Wayfinder can be told. Documented field by field in the README."""
 
@@ -118,7 +151,7 @@ class Settings(BaseSettings):
         DEFAULT_CACHE_DIR, description="Build cache outside the repository (OpenFGA binary, Neo4j jars)."
     )
     corpus_dir: Path = Field(
-        Path("../shared/corpora/apache-hive-wiki"), description="The Apache Hive Confluence export to index."
+        Path("../shared/corpora/apache-hive-wiki"), description="The Apache Hive Confluence export the local emulator is seeded from."
     )
     audit_key: SecretStr | None = Field(
         None,
@@ -129,6 +162,7 @@ class Settings(BaseSettings):
     neo4j: Neo4jSettings = Field(default_factory=Neo4jSettings)
     lightrag: LightRAGSettings = Field(default_factory=LightRAGSettings)
     mcp: MCPSettings = Field(default_factory=MCPSettings)
+    confluence: ConfluenceSettings = Field(default_factory=ConfluenceSettings)
 
     @field_validator("data_dir", "cache_dir", "corpus_dir")
     @classmethod
@@ -143,3 +177,7 @@ class Settings(BaseSettings):
     @property
     def index_dir(self) -> Path:
         return self.data_dir / "lightrag"
+
+    @property
+    def raw_store_path(self) -> Path:
+        return self.data_dir / "raw.sqlite"

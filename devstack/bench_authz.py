@@ -26,16 +26,15 @@ from rich.table import Table
 
 from authz.base import Authorizer, Check
 from authz.client import OpenFGAClient
-from authz.tuples import confluence_tuples
-from core.models import Page
+from authz.tuples import SOURCE_TYPES
 from core.settings import Settings
 from devstack import stack
 from devstack.serving import serving
 from mcp_app.auth import StaticTokens, http_identity
 from mcp_app.server import Services, create_server, open_services
-from pipeline.runner import run_index
+from devstack.atlassian.service import sync_configured
+from pipeline.raw_store import RawStore, StoredPage
 from pipeline.sinks.openfga import sync_tuples
-from pipeline.sources.hive_export import HiveExportSource
 
 REPORT = "bench-authz.json"
 USER = "alice"  # sees all but one page: the widest view, the most checks
@@ -104,11 +103,11 @@ def _percentiles(values: list[float]) -> tuple[float, float]:
     return statistics.median(ordered), ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
 
 
-def _workload(settings: Settings, pages: Sequence[Page]) -> list[tuple[str, dict[str, Any]]]:
+def _workload(settings: Settings, pages: Sequence[StoredPage]) -> list[tuple[str, dict[str, Any]]]:
     questions_file = settings.corpus_dir / "questions_dev.jsonl"
     questions = [json.loads(line)["question"] for line in questions_file.read_text().splitlines() if line.strip()]
     parents = sorted({p.parent_id for p in pages if p.parent_id})
-    readable = [p.id for p in pages][:: max(1, len(pages) // 40)]
+    readable = [f"page:{p.page_id}" for p in pages][:: max(1, len(pages) // 40)]
     return (
         [("search", {"query": q, "top_k": 10}) for q in questions]
         + [("fetch", {"id": page}) for page in readable]
@@ -132,15 +131,14 @@ def memory_settings(settings: Settings) -> Settings:
 async def run_bench_authz(settings: Settings, console: Console) -> dict[str, Any]:
     for status in stack.up(settings):
         console.print(f"{status.name}: {status.detail}")
-    source = HiveExportSource(settings.corpus_dir)
-    await run_index(settings, source, console)
-    pages = await source.pages("HIVE")
+    await sync_configured(settings, console)
+    pages = await (await RawStore(settings.raw_store_path).open()).pages("HIVE")
     workload = _workload(settings, pages)
     memory = memory_settings(settings)
     stack.up(memory, only={"openfga"})
     try:
-        async with OpenFGAClient(memory.openfga, provision=True) as in_memory:
-            await sync_tuples(in_memory, confluence_tuples("HIVE", pages, await source.permissions()))
+        async with OpenFGAClient(settings.openfga) as on_disk, OpenFGAClient(memory.openfga, provision=True) as in_memory:
+            await sync_tuples(in_memory, {t for t in await on_disk.read_tuples() if t.object_type in SOURCE_TYPES})
             report = await _measure(settings, workload, in_memory, console)
     finally:
         stack.down(memory, only={"openfga"})

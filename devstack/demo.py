@@ -1,4 +1,5 @@
-"""The demo: index the Hive space, serve it over HTTP, and show what three users see."""
+"""The demo: sync the Hive space over REST from the Confluence emulator, serve it over HTTP, and
+show what three users see."""
 
 from __future__ import annotations
 
@@ -29,13 +30,14 @@ AGENT = {"user": "alice", "agent": "digest-bot", "task": "demo-digest"}
 
 def run_demo(settings: Settings, console: Console, *, start_services: bool = True) -> None:
     from devstack import stack
-    from pipeline.runner import run_index
-    from pipeline.sources.hive_export import HiveExportSource
+    from devstack.atlassian.service import sync_configured
 
-    if start_services:
-        for status in stack.up(settings):
-            console.print(f"{status.name}: {status.detail}")
-    asyncio.run(run_index(settings, HiveExportSource(settings.corpus_dir), console))
+    # Without external services the whole stack starts here; with them, still the Confluence
+    # emulator when no real site is configured.
+    only = None if start_services else ({"confluence"} if settings.confluence.emulated else set())
+    for status in stack.up(settings, only=only):
+        console.print(f"{status.name}: {status.detail}")
+    asyncio.run(sync_configured(settings, console))
     tokens = {user: secrets.token_urlsafe(32) for user in USERS}
     agent_token = secrets.token_urlsafe(32)
     server = _start_server(settings, {token: user for user, token in tokens.items()} | {agent_token: AGENT})

@@ -1,20 +1,25 @@
-"""``make leak-suite``: the whole Hive space with canaries, served over HTTP on a stack of its own,
-probed as every principal; the report goes to ``.wayfinder/reports/leak-suite.json``.
+"""``make leak-suite``: the whole Hive space with canaries, synced over REST from the Confluence
+emulator, served over HTTP on a stack of its own and probed as every principal; the report goes
+to ``.wayfinder/reports/leak-suite.json``.
 
-The suite's stack (OpenFGA on the memory datastore, Neo4j, the LightRAG index) lives under
-``<data dir>/leak-suite`` on ports of its own, so the demo stack is never touched; the index is
-kept between runs, so only the first run pays for indexing.
+The canaries are planted in the emulated site (an edit of each restricted page), so they travel
+the whole path a real page's text does. The oracle is read from the site's own state, never
+through the sync. The suite's stack (OpenFGA on the memory datastore, Neo4j, the LightRAG index)
+lives under ``<data dir>/leak-suite`` on ports of its own, so the demo stack is never touched; the
+index is kept between runs, so only the first run pays for indexing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import html
 import secrets
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
 
+from pydantic import SecretStr
 from rich.console import Console
 
 from authz.base import TupleStore
@@ -24,13 +29,21 @@ from core.models import Page, Permissions, Space
 from core.settings import Settings, TokenPrincipal
 from devstack import stack
 from devstack.serving import serving
-from evals.leaks.canaries import CanarySource
+from devstack.atlassian.admin import Emulator
+from devstack.atlassian.hive import SYNC_LOGIN, TOKENS, seed_hive
+from devstack.atlassian.runner import serving as serving_site
+from devstack.atlassian.site import Site
+from devstack.atlassian.view import SiteView, site_view
+from evals.leaks.canaries import Canary, canary_note, make_canaries, restricted_pages
 from evals.leaks.oracle import Oracle
 from evals.leaks.report import Report
 from evals.leaks.suite import ACTORS, EXPIRING, LeakSuite, Target
 from mcp_app.auth import StaticTokens, http_identity
 from mcp_app.server import Services, create_server, open_services
+from pipeline.raw_store import RawStore
 from pipeline.sinks.openfga import sync_tuples
+from pipeline.sources.confluence_rest import ConfluenceRestSource
+from pipeline.sync import run_sync
 from retrievers.factory import semantic_index
 
 REPORT = "leak-suite.json"
@@ -46,6 +59,7 @@ def suite_settings(settings: Settings) -> Settings:
             ),
             "neo4j": settings.neo4j.model_copy(update={"bolt_port": 24687}),
             "mcp": settings.mcp.model_copy(update={"port": 24765}),
+            "confluence": settings.confluence.model_copy(update={"emulator_port": 24190}),
         }
     )
 
@@ -73,17 +87,36 @@ class StackEnvironment:
 ServicesFactory = Callable[[], AbstractAsyncContextManager[Services]]
 
 
+def plant_canaries(site: Site, space_keys: Sequence[str]) -> list[Canary]:
+    """Edit every restricted page of the site (its own restriction or an ancestor's) to start
+    with a canary note, as an author would."""
+    view = site_view(site, space_keys)
+    canaries = make_canaries(restricted_pages(view.pages, view.permissions))
+    admin = site.user_by_login("hive-admin")
+    for canary in canaries:
+        page = site.pages[canary.page_id.removeprefix("page:")]
+        site.edit_page(page.id, by=admin.account_id if admin else page.version.by, body=f"<p>{html.escape(canary_note(canary))}</p>" + page.body)
+    return canaries
+
+
+def synced_from(settings: Settings, url: str) -> Settings:
+    """``settings`` reading the emulated site at ``url`` as its sync account."""
+    confluence = settings.confluence.model_copy(
+        update={"url": f"{url}/confluence", "cloud": False, "username": SYNC_LOGIN, "token": SecretStr(TOKENS[SYNC_LOGIN])}
+    )
+    return settings.model_copy(update={"confluence": confluence})
+
+
 @asynccontextmanager
 async def leak_target(
-    settings: Settings, source: CanarySource, services: ServicesFactory | None = None
+    settings: Settings, view: SiteView, canaries: Sequence[Canary], services: ServicesFactory | None = None
 ) -> AsyncIterator[tuple[Target, StackEnvironment]]:
-    """Serve the indexed ``source`` over HTTP with a token per actor; yield the target and levers.
+    """Serve the synced site over HTTP with a token per actor; yield the target and levers. ``view``
+    is the site's own word on who may see what: the oracle.
 
     ``services`` replaces the real backends (a benchmark's or a test's own authorizer).
     """
-    spaces = await source.spaces()
-    pages = [page for space in spaces for page in await source.pages(space.key)]
-    permissions = await source.permissions()
+    spaces, pages, permissions = list(view.spaces), list(view.pages), view.permissions
     async with semantic_index(settings) as index:  # read before the server opens it: one per process
         evidence = await index.graph_evidence()
     tokens = {actor.name: secrets.token_urlsafe(32) for actor in [*ACTORS, EXPIRING]}
@@ -96,23 +129,27 @@ async def leak_target(
         await environment.apply(permissions)
         async with serving(server, settings.mcp.host, settings.mcp.port) as url:
             oracle = Oracle.of(spaces, pages, permissions)
-            yield Target(url, oracle, tokens, source.canaries, evidence, settings.openfga.check_timeout_s), environment
+            yield Target(url, oracle, tokens, list(canaries), evidence, settings.openfga.check_timeout_s), environment
 
 
-async def run_leak_suite(settings: Settings, source: CanarySource, console: Console) -> Report:
-    """Index ``source`` on the suite's own stack, run every category, write and show the report."""
-    from pipeline.runner import run_index
-
-    own = suite_settings(settings)
-    for status in stack.up(own):
-        console.print(f"{status.name}: {status.detail}")
-    try:
-        await run_index(own, source, console)
-        async with leak_target(own, source) as (target, environment):
-            console.print(f"probing {len(target.oracle.pages)} pages as {len(ACTORS)} principals at {target.url}")
-            report = await LeakSuite(target, environment).run()
-    finally:
-        stack.down(own)
+async def run_leak_suite(settings: Settings, console: Console) -> Report:
+    """Sync the emulated Hive space (with canaries) onto the suite's own stack, run every
+    category, write and show the report."""
+    site = Site()
+    await seed_hive(site, settings.corpus_dir)
+    canaries = plant_canaries(site, ["HIVE"])
+    with serving_site(Emulator(site, secrets.token_urlsafe(32))) as site_url:
+        own = synced_from(suite_settings(settings), site_url)
+        for status in stack.up(own):
+            console.print(f"{status.name}: {status.detail}")
+        try:
+            store = await RawStore(own.raw_store_path).open()
+            await run_sync(own, ConfluenceRestSource(own.confluence, own.confluence.url or ""), store, console)
+            async with leak_target(own, site_view(site, ["HIVE"]), canaries) as (target, environment):
+                console.print(f"probing {len(target.oracle.pages)} pages as {len(ACTORS)} principals at {target.url}")
+                report = await LeakSuite(target, environment).run()
+        finally:
+            stack.down(own)
     report.write(settings.data_dir / "reports" / REPORT)
     report.show(console)
     console.print(f"report: {settings.data_dir / 'reports' / REPORT}")

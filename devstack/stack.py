@@ -11,6 +11,7 @@ from typing import Protocol
 from core.errors import ServiceError
 from core.settings import Settings
 from devstack import process
+from devstack.atlassian.service import AtlassianEmulatorService
 from devstack.neo4j import Neo4jService
 from devstack.openfga import OpenFGAService
 
@@ -48,8 +49,12 @@ class LocalService(Protocol):
 
 
 def services(settings: Settings, only: Collection[str] | None = None) -> list[LocalService]:
-    """The services of the local stack (all, or those named in ``only``), in start order."""
-    return [s for s in (OpenFGAService(settings), Neo4jService(settings)) if only is None or s.name in only]
+    """The services of the local stack (all, or those named in ``only``), in start order. The
+    Confluence emulator runs only when no real site is configured."""
+    stack: list[LocalService] = [OpenFGAService(settings), Neo4jService(settings)]
+    if settings.confluence.emulated:
+        stack.append(AtlassianEmulatorService(settings))
+    return [s for s in stack if only is None or s.name in only]
 
 
 def up(

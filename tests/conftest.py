@@ -3,17 +3,25 @@ on ports of its own, so a running demo stack is never touched."""
 
 from __future__ import annotations
 
+import secrets
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
-from core.models import Page
 from core.settings import Settings
 from devstack import stack
-from evals.leaks.canaries import CanarySource
-from pipeline.runner import IndexReport, run_index
-from pipeline.sources.hive_export import HiveExportSource
+from devstack.atlassian.admin import Emulator
+from devstack.atlassian.hive import seed_hive
+from devstack.atlassian.runner import serving
+from devstack.atlassian.site import Site
+from devstack.atlassian.view import SiteView, site_view
+from devstack.leaks import plant_canaries, synced_from
+from evals.leaks.canaries import Canary
+from pipeline.raw_store import RawStore
+from pipeline.sources.confluence_rest import ConfluenceRestSource
+from pipeline.sync import SyncReport, run_sync
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "corpora" / "apache-hive-wiki"
@@ -40,20 +48,18 @@ def test_settings(base: Path) -> Settings:
         neo4j={"bolt_port": 29687, "password": "wayfinder-test-password"},
         lightrag={"workspace": "test"},
         mcp={"port": 29765},
+        confluence={"emulator_port": 29190},
     )
 
 
-class SliceSource(HiveExportSource):
-    """The Hive export limited to SLICE_ROOTS and everything below them."""
+@dataclass(frozen=True)
+class HiveSlice:
+    site: Site  # the emulated Confluence the session syncs from
+    canaries: list[Canary]  # one in each restricted page
 
-    async def pages(self, space_key: str) -> list[Page]:
-        keep: set[str] = set()
-        result = []
-        for page in await super().pages(space_key):
-            if page.page_id in SLICE_ROOTS or page.parent_id in keep:
-                keep.add(page.page_id)
-                result.append(page)
-        return result
+    def view(self) -> SiteView:
+        """The site's own word on who may see what (the leak suite's oracle)."""
+        return site_view(self.site, ["HIVE"])
 
 
 @pytest.fixture(scope="session")
@@ -62,22 +68,30 @@ def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
 
 
 @pytest.fixture(scope="session")
-def services(settings: Settings):
-    """Real OpenFGA (memory datastore) and Neo4j for the whole session."""
-    stack.up(settings)
-    yield settings
-    stack.down(settings)
-
-
-def slice_source(settings: Settings) -> CanarySource:
-    """The slice, with a canary planted in each restricted page (the leak suite looks for them)."""
-    return CanarySource(SliceSource(settings.corpus_dir))
+async def hive_slice() -> HiveSlice:
+    """The slice in the Confluence emulator, a canary planted in each restricted page."""
+    site = Site()
+    await seed_hive(site, CORPUS, roots=SLICE_ROOTS)
+    return HiveSlice(site, plant_canaries(site, ["HIVE"]))
 
 
 @pytest.fixture(scope="session")
-async def indexed(services: Settings) -> IndexReport:
-    """The slice indexed through the real pipeline: tuples, tree and LightRAG."""
-    return await run_index(services, slice_source(services), Console(quiet=True))
+def services(settings: Settings, hive_slice: HiveSlice):
+    """Real OpenFGA (memory datastore) and Neo4j for the whole session, and the emulated site
+    served over HTTP; the settings returned sync from it."""
+    with serving(Emulator(hive_slice.site, secrets.token_urlsafe(32))) as url:
+        synced = synced_from(settings, url)
+        stack.up(synced)
+        yield synced
+        stack.down(synced)
+
+
+@pytest.fixture(scope="session")
+async def indexed(services: Settings) -> SyncReport:
+    """The slice synced over REST through the real pipeline: raw store, tuples, tree and LightRAG."""
+    store = await RawStore(services.raw_store_path).open()
+    source = ConfluenceRestSource(services.confluence, services.confluence.url or "")
+    return await run_sync(services, source, store, Console(quiet=True))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

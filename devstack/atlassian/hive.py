@@ -13,6 +13,7 @@ import hashlib
 import mimetypes
 import re
 from datetime import UTC, datetime, timedelta
+from collections.abc import Collection
 from pathlib import Path
 
 from devstack.atlassian.site import Attachment, Site, User, Version
@@ -46,8 +47,8 @@ def account_id(login: str) -> str:
     return hashlib.sha256(f"account:{login}".encode()).hexdigest()[:24]
 
 
-async def seed_hive(site: Site, corpus_dir: Path) -> None:
-    """Fill an empty ``site`` with the Hive space."""
+async def seed_hive(site: Site, corpus_dir: Path, *, roots: Collection[str] | None = None) -> None:
+    """Fill an empty ``site`` with the Hive space, or with the subtrees of ``roots`` only."""
     for login, token in TOKENS.items():
         site.add_user(
             User(
@@ -65,11 +66,17 @@ async def seed_hive(site: Site, corpus_dir: Path) -> None:
     site.add_space(SPACE_KEY, SPACE_NAME, readers_groups={"hive-users", "hive-committers"})
 
     pages = await HiveExportSource(corpus_dir).pages(SPACE_KEY)
-    titles = {page.page_id: page.title for page in pages}
-    roots = {page.page_id: page.page_id if page.parent_id is None else None for page in pages}
+    titles = {page.page_id: page.title for page in pages}  # links out of a slice stay links by title
+    if roots is not None:
+        kept: set[str] = set()
+        for page in pages:  # parents come before children
+            if page.page_id in roots or page.parent_id in kept:
+                kept.add(page.page_id)
+        pages = [page.model_copy(update={"parent_id": None} if page.page_id in roots else {}) for page in pages if page.page_id in kept]
+    top_of: dict[str, str] = {}
     authors = [account_id(login) for login in ("hive-admin", "alice", "bob")]
     for page in pages:  # parents come before children
-        root = roots[page.page_id] = page.page_id if page.parent_id is None else roots[page.parent_id]
+        root = top_of[page.page_id] = page.page_id if page.parent_id is None else top_of[page.parent_id]
         body = to_storage(page.markdown, page_id=page.page_id, titles=titles, space_key=SPACE_KEY)
         created = site.create_page(
             SPACE_KEY,
@@ -89,8 +96,9 @@ async def seed_hive(site: Site, corpus_dir: Path) -> None:
         media_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
         first = site.pages[page_id].created  # seeded files belong to the page's first version
         site.attachments[f"att{path.stem}"] = Attachment(f"att{path.stem}", page_id, path.name, media_type, data, first.when, first.by)
-    site.set_read_restrictions(DESIGN_DOCS_PAGE, users=set(), groups={"hive-committers"})
-    site.set_read_restrictions(SINGLE_USER_PAGE, users={account_id("bob")}, groups=set())
+    for page_id, users, groups in ((DESIGN_DOCS_PAGE, set(), {"hive-committers"}), (SINGLE_USER_PAGE, {account_id("bob")}, set())):
+        if page_id in site.pages:
+            site.set_read_restrictions(page_id, users=users, groups=groups)
 
 
 def _hash(page_id: str, purpose: str) -> int:

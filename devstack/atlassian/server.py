@@ -27,7 +27,9 @@ from devstack.atlassian.site import Page, Site, User
 
 MAX_LIMIT = 100  # Confluence caps ``limit`` on content and search listings
 DEFAULT_LIMIT = 25
-_CONTEXTS = ("/wiki", "")  # Cloud, then Data Center at the root
+# Cloud's context path, a Data Center site's (cwiki.apache.org serves Confluence at /confluence),
+# and the root: clients that drop the context path when they follow ``_links.next`` land there.
+_CONTEXTS = ("/wiki", "/confluence", "")
 
 
 Handler = Callable[[Request, User, "wire.Links"], Awaitable[Response]]
@@ -38,7 +40,7 @@ def create_app(emulator: Emulator) -> Starlette:
 
     def api(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
-            context = "/wiki" if request.url.path.startswith("/wiki/") else ""
+            context = next((c for c in _CONTEXTS if c and request.url.path.startswith(c + "/")), "")
             emulator.requests[_route_name(request.url.path.removeprefix(context))] += 1
             fault = emulator.take_fault(request.url.path)
             if fault is not None and fault.kind != "drop":
@@ -47,19 +49,17 @@ def create_app(emulator: Emulator) -> Starlette:
                 else:
                     headers = {"Retry-After": str(fault.retry_after_s)} if fault.kind == "429" else {}
                     status = int(fault.kind)
-                    return JSONResponse(wire.error(status, "Injected fault"), status, headers=headers)
+                    return _error(status, "Injected fault", headers=headers)
             account = _authenticate(site, request)
             if account is None:
-                return JSONResponse(
-                    wire.error(401, "This request requires authentication"), 401, headers={"WWW-Authenticate": 'Basic realm="Protected"'}
-                )
+                return _error(401, "This request requires authentication", headers={"WWW-Authenticate": 'Basic realm="Protected"'})
             links = wire.Links(f"{request.url.scheme}://{request.url.netloc}{context}", context)
             try:
                 response = await handler(request, account, links)
             except cql.CqlError as exc:
-                response = JSONResponse(wire.error(400, str(exc)), 400)
+                response = _error(400, str(exc))
             except _BadRequest as exc:
-                response = JSONResponse(wire.error(400, str(exc)), 400)
+                response = _error(400, str(exc))
             if fault is not None and fault.kind == "drop":
                 return _dropped(response)
             return response
@@ -162,6 +162,13 @@ def create_app(emulator: Emulator) -> Starlette:
             }
         )
 
+    async def properties(request: Request, account: User, links: wire.Links) -> Response:
+        # Content properties (emoji titles, page width) are not emulated: every page has none.
+        if _visible_page(site, account, request.path_params["id"]) is None:
+            return _no_content(request.path_params["id"])
+        start, limit = _window(request)
+        return JSONResponse({**wire.paged([], start, limit, None), "_links": _links(links, request, request.url.path, start, limit, 0)})
+
     async def spaces(request: Request, account: User, links: wire.Links) -> Response:
         keys = request.query_params.getlist("spaceKey")
         found = [s for s in site.spaces.values() if site.space_readable(account, s) and (not keys or s.key in keys)]
@@ -172,7 +179,7 @@ def create_app(emulator: Emulator) -> Starlette:
     async def space(request: Request, account: User, links: wire.Links) -> Response:
         found = site.spaces.get(request.path_params["key"])
         if found is None or not site.space_readable(account, found):
-            return JSONResponse(wire.error(404, f"No space with key : {request.path_params['key']}"), 404)
+            return _error(404, f"No space with key : {request.path_params['key']}")
         return JSONResponse(wire.space_json(found, links, _expand(request), site))
 
     async def groups(request: Request, account: User, links: wire.Links) -> Response:
@@ -186,7 +193,7 @@ def create_app(emulator: Emulator) -> Starlette:
         if name is None and "groupId" in request.query_params:
             name = next((g for g in site.groups if wire.group_json(g)["id"] == request.query_params["groupId"]), None)
         if name not in site.groups:
-            return JSONResponse(wire.error(404, f"Group not found: {name}"), 404)
+            return _error(404, f"Group not found: {name}")
         members = sorted(site.groups[name])
         start, limit = _window(request, default=200, cap=1000)
         window = [wire.user(site, m) for m in members[start : start + limit]]
@@ -198,7 +205,7 @@ def create_app(emulator: Emulator) -> Starlette:
         wanted = params.get("accountId") or params.get("key") or params.get("username")
         found = site.users.get(wanted or "") or (site.user_by_login(wanted) if wanted else None)
         if found is None:
-            return JSONResponse(wire.error(404, f"No user found with {wanted}"), 404)
+            return _error(404, f"No user found with {wanted}")
         return JSONResponse(wire.user_json(found))
 
     async def current_user(request: Request, account: User, links: wire.Links) -> Response:
@@ -209,7 +216,7 @@ def create_app(emulator: Emulator) -> Starlette:
         filename = urllib.parse.unquote(request.path_params["filename"])
         attachment = next((a for a in site.attachments_of(page.id) if a.filename == filename), None) if page else None
         if attachment is None:
-            return JSONResponse(wire.error(404, "Attachment not found"), 404)
+            return _error(404, "Attachment not found")
         return Response(attachment.data, media_type=attachment.media_type)
 
     routes = [
@@ -220,6 +227,7 @@ def create_app(emulator: Emulator) -> Starlette:
         ("/rest/api/content/{id}/child/page", child_pages),
         ("/rest/api/content/{id}/child/attachment", child_attachments),
         ("/rest/api/content/{id}/label", labels),
+        ("/rest/api/content/{id}/property", properties),
         ("/rest/api/content/{id}/restriction/byOperation", restrictions),
         ("/rest/api/content/{id}/restriction/byOperation/{operation}", restrictions),
         ("/rest/api/space", spaces),
@@ -260,8 +268,13 @@ def _visible_page(site: Site, account: User, page_id: str) -> Page | None:
     return page if page is not None and site.readable(account, page) else None
 
 
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    # Clients key on this exact content type to read ``message`` (one treats any other 401 as bare).
+    return JSONResponse(wire.error(status, message), status, headers=headers, media_type="application/json;charset=UTF-8")
+
+
 def _no_content(page_id: str) -> Response:
-    return JSONResponse(wire.error(404, f"No content found with id: ContentId{{id={page_id}}}"), 404)
+    return _error(404, f"No content found with id: ContentId{{id={page_id}}}")
 
 
 def _search(site: Site, account: User, request: Request) -> tuple[list[Page], cql.Query]:
@@ -289,18 +302,29 @@ def _links(links: wire.Links, request: Request, path: str, start: int, limit: in
 
 
 def _next(request: Request, path: str, start: int, limit: int) -> str:
-    """The next page's link: relative to ``_links.base``, so without the context path."""
-    params = [(k, v) for k, v in request.query_params.multi_items() if k not in ("start", "limit")]
+    """The next page's link: relative to ``_links.base``, so without the context path. Cloud
+    pages searches with an opaque cursor as well."""
+    params = [(k, v) for k, v in request.query_params.multi_items() if k not in ("start", "limit", "next", "cursor")]
+    if request.url.path.startswith("/wiki/") and path.endswith("search"):
+        params = [("next", "true"), ("cursor", _cursor(start + limit))] + params
     params += [("limit", str(limit)), ("start", str(start + limit))]
     return f"{path}?{urllib.parse.urlencode(params)}"
 
 
+def _cursor(start: int) -> str:
+    return base64.urlsafe_b64encode(f"_sa_{start}".encode()).decode()
+
+
 def _window(request: Request, default: int = DEFAULT_LIMIT, cap: int = MAX_LIMIT) -> tuple[int, int]:
+    cursor = request.query_params.get("cursor")
     try:
-        start = int(request.query_params.get("start", 0))
+        if cursor is not None:  # Cloud's cursor wins over start, as it does there
+            start = int(base64.urlsafe_b64decode(cursor.encode()).decode().removeprefix("_sa_"))
+        else:
+            start = int(request.query_params.get("start", 0))
         limit = int(request.query_params.get("limit", default))
-    except ValueError as exc:
-        raise _BadRequest("start and limit must be integers") from exc
+    except (ValueError, binascii.Error) as exc:
+        raise _BadRequest("start and limit must be integers, and a cursor one this server gave") from exc
     if start < 0 or limit < 0:
         raise _BadRequest("start and limit must not be negative")
     return start, min(limit or default, cap)

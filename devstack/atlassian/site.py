@@ -97,6 +97,9 @@ def _utc_now() -> datetime:
 
 
 class Site:
+    """One Confluence site. Edits, new pages and new attachments are new versions (``lastModified``
+    moves); moves, deletions, restriction and membership changes are not."""
+
     def __init__(self, clock: Callable[[], datetime] = _utc_now) -> None:
         self.clock = clock
         self.users: dict[str, User] = {}  # by account id
@@ -196,7 +199,8 @@ class Site:
             parent = self._require_page(parent_id)
             if parent.space_key != space_key:
                 raise SiteError(f"parent {parent_id} is in space {parent.space_key}, not {space_key}")
-        position = len(self.children(parent_id)) if parent_id else sum(1 for p in self.pages.values() if p.space_key == space_key and p.parent_id is None)
+        siblings = self.children(parent_id) if parent_id else [p for p in self.pages.values() if p.space_key == space_key and p.parent_id is None]
+        position = max((s.position for s in siblings), default=-1) + 1
         page = Page(page_id, space_key, title, parent_id, position, body, [Version(1, at or self.clock(), by, "")], list(labels))
         self.pages[page_id] = page
         return page
@@ -212,10 +216,11 @@ class Site:
         page.versions.append(Version(page.version.number + 1, at or self.clock(), by, message))
         return page
 
-    def move_page(self, page_id: str, new_parent_id: str | None, *, by: str, space_key: str | None = None, at: datetime | None = None) -> Page:
-        """Move a page (and its subtree) under another parent, or to the top of a space. A move is
-        a new version of the page, so its ``lastModified`` changes; its descendants' do not."""
+    def move_page(self, page_id: str, new_parent_id: str | None, *, by: str, space_key: str | None = None) -> Page:
+        """Move a page (and its subtree) under another parent, or to the top of a space. As in
+        Confluence, a move is no new version: ``lastModified`` stays, and date queries miss it."""
         page = self._require_page(page_id)
+        self._require_user(by)
         target_space = space_key or (self._require_page(new_parent_id).space_key if new_parent_id else page.space_key)
         if new_parent_id is not None:
             parent = self._require_page(new_parent_id)
@@ -233,7 +238,6 @@ class Site:
         siblings = self.children(new_parent_id) if new_parent_id else [p for p in self.pages.values() if p.space_key == target_space and p.parent_id is None]
         page.parent_id = new_parent_id
         page.position = max((s.position for s in siblings if s.id != page_id), default=-1) + 1
-        page.versions.append(Version(page.version.number + 1, at or self.clock(), by, "moved"))
         return page
 
     def delete_page(self, page_id: str) -> list[str]:

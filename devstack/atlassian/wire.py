@@ -118,6 +118,7 @@ def page_json(site: Site, page: Page, links: Links, expand: set[str]) -> dict[st
         "type": "page",
         "status": "current",
         "title": page.title,
+        "extensions": {"position": page.position},
         "_expandable": {},
         "_links": links.block({
             "webui": f"/spaces/{page.space_key}/pages/{page.id}/{urllib.parse.quote_plus(page.title)}",

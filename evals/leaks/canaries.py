@@ -11,9 +11,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
 
-from core.models import Page, Permissions, Space
+from core.models import Page, Permissions
 
 _CONSONANTS = "bdfgklmnprstvxz"
 _VOWELS = "aeiou"
@@ -55,38 +54,10 @@ def restricted_pages(pages: Iterable[Page], permissions: Permissions) -> set[str
     return restricted
 
 
-def planted(page: Page, canary: Canary) -> Page:
-    """The page with a note at its top: the first chunk, among the first entities extracted."""
-    note = (
+def canary_note(canary: Canary) -> str:
+    """The text planted at the top of a restricted page: its first chunk, among the first
+    entities extracted."""
+    return (
         f"Internal note {canary.phrase}: the {canary.phrase} review covers HiveServer2 and the Metastore. "
-        f"Ask the {canary.phrase} group before changing them.\n\n"
+        f"Ask the {canary.phrase} group before changing them."
     )
-    return page.model_copy(update={"markdown": note + page.markdown})
-
-
-class Source(Protocol):
-    async def spaces(self) -> list[Space]: ...
-
-    async def pages(self, space_key: str) -> list[Page]: ...
-
-    async def permissions(self) -> Permissions: ...
-
-
-class CanarySource:
-    """A content source with a canary planted in each of its restricted pages."""
-
-    def __init__(self, inner: Source) -> None:
-        self._inner = inner
-        self.canaries: list[Canary] = []
-
-    async def spaces(self) -> list[Space]:
-        return await self._inner.spaces()
-
-    async def permissions(self) -> Permissions:
-        return await self._inner.permissions()
-
-    async def pages(self, space_key: str) -> list[Page]:
-        pages = await self._inner.pages(space_key)
-        canaries = {c.page_id: c for c in make_canaries(restricted_pages(pages, await self.permissions()))}
-        self.canaries = sorted({*self.canaries, *canaries.values()}, key=lambda c: c.page_id)
-        return [planted(page, canaries[page.id]) if page.id in canaries else page for page in pages]

@@ -125,7 +125,8 @@ def _rewrite_ref(match: re.Match[str]) -> str:
 
 
 class HiveExportSource:
-    """ConfluenceSource over the exported files. Reads lazily; the constructor does no I/O."""
+    """The exported files as spaces, pages and permissions: what the Confluence emulator is seeded
+    from. Reads lazily; the constructor does no I/O."""
 
     def __init__(self, corpus_dir: Path) -> None:
         self._dir = corpus_dir

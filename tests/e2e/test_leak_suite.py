@@ -20,7 +20,7 @@ from devstack import stack
 from devstack.leaks import leak_target
 from evals.leaks.suite import ACTORS, LeakSuite
 from mcp_app.server import open_services
-from tests.conftest import slice_source
+from tests.conftest import HiveSlice
 
 DESIGN_DOCS = "page:27362075"
 
@@ -42,8 +42,8 @@ def own(services: Settings, tmp_path) -> Settings:
     stack.down(settings, only={"openfga"})
 
 
-async def test_the_suite_finds_no_leak_and_no_false_denial(indexed, own: Settings):
-    async with leak_target(own, slice_source(own)) as (target, environment):
+async def test_the_suite_finds_no_leak_and_no_false_denial(indexed, own: Settings, hive_slice: HiveSlice):
+    async with leak_target(own, hive_slice.view(), hive_slice.canaries) as (target, environment):
         report = await LeakSuite(target, environment).run()
     report.write(own.data_dir / "leak-suite.json")
     summary = report.as_json()
@@ -114,7 +114,9 @@ WRAPPERS = {
         ("derived items shown on any evidence", "bob", ["entity_pivot", "canary"]),
     ],
 )
-async def test_the_suite_fails_when_a_rule_is_broken(indexed, own: Settings, monkeypatch, sabotage, actor, categories):
+async def test_the_suite_fails_when_a_rule_is_broken(
+    indexed, own: Settings, hive_slice: HiveSlice, monkeypatch, sabotage, actor, categories
+):
     """Proof the suite can fail: each sabotage must show up as leaks in each category run."""
     services = None
     if sabotage in WRAPPERS:
@@ -130,7 +132,7 @@ async def test_the_suite_fails_when_a_rule_is_broken(indexed, own: Settings, mon
     else:
         monkeypatch.setattr(policy, "derived_visible", lambda evidence, visible: True)
 
-    async with leak_target(own, slice_source(own), services=services) as (target, environment):
+    async with leak_target(own, hive_slice.view(), hive_slice.canaries, services=services) as (target, environment):
         report = await LeakSuite(target, environment, [a for a in ACTORS if a.name == actor]).run(categories)
     for category in categories:
         assert report.by_category[category].leaks >= 1, (sabotage, category, report.failures)

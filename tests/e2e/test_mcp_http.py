@@ -18,7 +18,7 @@ from core.settings import Settings
 from devstack.serving import serving
 from mcp_app.auth import StaticTokens, http_identity
 from mcp_app.server import create_server, open_services
-from tests.conftest import SliceSource
+from tests.conftest import HiveSlice
 
 TOKENS = {user: f"e2e-token-of-{user}".ljust(40, "x") for user in ("alice", "bob", "carol")}
 DESIGN_DOCS = "27362075"
@@ -41,14 +41,9 @@ async def mcp_url(indexed, services: Settings):
 
 
 @pytest.fixture(scope="module")
-async def restricted(services: Settings) -> set[str]:
+async def restricted(hive_slice: HiveSlice) -> set[str]:
     """Ids of the DesignDocs subtree (committers only) in the indexed slice."""
-    pages = await SliceSource(services.corpus_dir).pages("HIVE")
-    inside = {DESIGN_DOCS}
-    for page in pages:  # parents come first
-        if page.parent_id in inside:
-            inside.add(page.page_id)
-    return {f"page:{pid}" for pid in inside}
+    return {f"page:{DESIGN_DOCS}"} | {f"page:{page.id}" for page in hive_slice.site.descendants(DESIGN_DOCS)}
 
 
 async def call(url: str, user: str, tool: str, **args: Any) -> dict[str, Any] | str:

@@ -17,17 +17,20 @@ from neo4j import GraphDatabase
 from neo4j.exceptions import AuthError
 
 from core.errors import PortInUse
-from core.settings import Neo4jSettings, OpenFGASettings, Settings
+from core.settings import ConfluenceSettings, Neo4jSettings, OpenFGASettings, Settings
 from devstack import stack
+from tests.conftest import CORPUS
 
 pytestmark = pytest.mark.integration
 
 
-def _settings(data_dir: Path, http_port: int, grpc_port: int, bolt_port: int) -> Settings:
+def _settings(data_dir: Path, http_port: int, grpc_port: int, bolt_port: int, emulator_port: int = 28190) -> Settings:
     return Settings(
         data_dir=data_dir,
+        corpus_dir=CORPUS,
         openfga=OpenFGASettings(http_port=http_port, grpc_port=grpc_port, datastore="memory"),
         neo4j=Neo4jSettings(bolt_port=bolt_port),
+        confluence=ConfluenceSettings(emulator_port=emulator_port),
     )
 
 
@@ -61,13 +64,21 @@ def first_up(settings: Settings) -> list[stack.ServiceStatus]:
     return stack.up(settings, notify=lambda message: None)
 
 
-def test_up_starts_both_services_healthy(first_up: list[stack.ServiceStatus]) -> None:
-    assert [s.name for s in first_up] == ["openfga", "neo4j"]
+def test_up_starts_every_service_healthy(first_up: list[stack.ServiceStatus]) -> None:
+    assert [s.name for s in first_up] == ["openfga", "neo4j", "confluence"]
     for service in first_up:
         assert service.running and service.pid is not None, service
         assert service.start_seconds is not None and service.start_seconds > 0, service
     assert first_up[0].address == "http://127.0.0.1:28080"
     assert first_up[1].address == "bolt://127.0.0.1:27687"
+    assert first_up[2].address == "http://127.0.0.1:28190/confluence"
+
+
+def test_a_configured_site_needs_no_emulator(tmp_path: Path) -> None:
+    real = _settings(tmp_path, 28080, 28081, 27687).model_copy(
+        update={"confluence": ConfluenceSettings(url="https://confluence.example.com")}
+    )
+    assert [service.name for service in stack.services(real)] == ["openfga", "neo4j"]
 
 
 def test_up_again_reuses_the_running_processes(settings: Settings, first_up: list[stack.ServiceStatus]) -> None:
@@ -111,7 +122,7 @@ def test_a_port_held_by_a_foreign_process_raises_port_in_use(tmp_path: Path) -> 
     foreign.listen()
     port = foreign.getsockname()[1]
     # The Bolt port of the second service is taken: the check runs before anything starts.
-    other = _settings(tmp_path, 28090, 28091, port)
+    other = _settings(tmp_path, 28090, 28091, port, emulator_port=28191)
     try:
         with pytest.raises(PortInUse, match=rf"neo4j: port {port} \(Neo4j Bolt\)"):
             stack.up(other, notify=lambda message: None)
@@ -125,10 +136,10 @@ def test_down_stops_our_processes_and_frees_the_ports(
     settings: Settings, first_up: list[stack.ServiceStatus]
 ) -> None:
     stopped = stack.down(settings)
-    assert [s.running for s in stopped] == [False, False]
+    assert [s.running for s in stopped] == [False, False, False]
     for service in first_up:
         assert service.pid is not None and not _alive(service.pid)
-    for port in (28080, 28081, 27687):
+    for port in (28080, 28081, 27687, 28190):
         assert _port_is_free("127.0.0.1", port)
     assert not list(settings.services_dir.glob("*/*.pid"))
-    assert [s.detail for s in stack.down(settings)] == ["was not running", "was not running"]
+    assert [s.detail for s in stack.down(settings)] == ["was not running"] * 3

@@ -113,6 +113,7 @@ async def test_bad_credentials_get_401_and_bearer_tokens_work(hive):
     url, _, _ = hive
     wrong = requests.get(f"{url}/wiki/rest/api/content/{HOME}", auth=("alice", "not-her-token"), timeout=10)
     assert wrong.status_code == 401 and wrong.json()["statusCode"] == 401
+    assert wrong.headers["content-type"] == "application/json;charset=UTF-8"
     assert requests.get(f"{url}/rest/api/content/{HOME}", timeout=10).status_code == 401
     bearer = requests.get(f"{url}/rest/api/content/{HOME}", headers={"Authorization": f"Bearer {TOKENS['bob']}"}, timeout=10)
     assert bearer.status_code == 200 and bearer.json()["id"] == HOME
@@ -131,7 +132,7 @@ async def test_cql_dates_are_read_in_the_users_time_zone(hive):
     assert len(every_page(url, SYNC_LOGIN, f'lastModified < "{local}" AND space = HIVE')) == 304
 
 
-async def test_edits_and_moves_change_last_modified_restrictions_and_memberships_do_not(hive):
+async def test_edits_change_last_modified_moves_restrictions_and_memberships_do_not(hive):
     url, emulator, clock = hive
     site = emulator.site
     page_id = next(iter(p.id for p in site.children(HOME)))
@@ -147,7 +148,9 @@ async def test_edits_and_moves_change_last_modified_restrictions_and_memberships
     assert every_page(url, "carol", "space = HIVE") == []
     clock.now += timedelta(hours=1)
     moved = admin(url, "POST", f"/pages/{page_id}/move", {"parent_id": DESIGN_DOCS_PAGE, "by": "alice"})
-    assert moved["version"] == before.number + 1 and site.pages[page_id].version.when == clock.now
+    assert moved["version"] == before.number and site.pages[page_id].version == before
+    edited = admin(url, "PUT", f"/pages/{page_id}", {"by": "alice", "body": "<p>x</p>"})
+    assert edited["version"] == before.number + 1 and site.pages[page_id].version.when == clock.now
     assert page_id not in {p["id"] for p in every_page(url, "bob", "space = HIVE")}  # now under DesignDocs
 
 

@@ -1,0 +1,85 @@
+"""The emulator as a service of the local stack, beside OpenFGA and Neo4j (used when no real
+Confluence site is configured)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+
+from rich.console import Console
+
+from pydantic import SecretStr
+
+from core.errors import ConfigurationError
+from core.settings import Settings
+from devstack.atlassian.hive import SYNC_LOGIN, TOKENS
+from devstack.process import Port, ServiceFiles, start_detached
+from pipeline.raw_store import RawStore
+from pipeline.sources.confluence_rest import ConfluenceRestSource
+from pipeline.sync import SyncReport, run_sync
+
+CONTEXT_PATH = "/confluence"  # a Data Center site, as the Apache wiki is
+
+
+class AtlassianEmulatorService:
+    """One emulator process for ``settings``. Construction does no I/O."""
+
+    name = "confluence"
+    start_deadline_s = 60.0
+    stop_grace_s = 5.0
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._conf = settings.confluence
+        self.files = ServiceFiles(self.name, settings.services_dir / self.name)
+
+    @property
+    def address(self) -> str:
+        return f"http://{self._conf.emulator_host}:{self._conf.emulator_port}{CONTEXT_PATH}"
+
+    def ports(self) -> list[Port]:
+        return [Port(self._conf.emulator_host, self._conf.emulator_port, "Confluence emulator", "WAYFINDER_CONFLUENCE__EMULATOR_PORT")]
+
+    def install(self, notify: Callable[[str], None]) -> None:
+        if not (self._settings.corpus_dir / "space-index.md").is_file():
+            raise ConfigurationError(f"the emulator seeds from the Hive export, not found at {self._settings.corpus_dir} (WAYFINDER_CORPUS_DIR)")
+
+    def launch(self) -> int:
+        argv = [
+            sys.executable, "-m", "devstack.atlassian",
+            "--host", self._conf.emulator_host,
+            "--port", str(self._conf.emulator_port),
+            "--corpus", str(self._settings.corpus_dir),
+        ]  # fmt: skip
+        env = dict(os.environ)
+        env["WAYFINDER_EMULATOR_ADMIN_TOKEN"] = self._conf.emulator_admin_token.get_secret_value()
+        return start_detached(self.files, argv, env)
+
+    def is_healthy(self) -> bool:
+        # Any answer from the REST API (401 without credentials) means it is up and seeded.
+        try:
+            urllib.request.urlopen(f"{self.address}/rest/api/space", timeout=2).close()
+            return True
+        except urllib.error.HTTPError as exc:
+            return exc.code == 401
+        except OSError:
+            return False
+
+
+def sync_source(settings: Settings) -> ConfluenceRestSource:
+    """The site ``wayfinder sync`` reads: the configured one, or else the local emulator as its
+    sync account (a Data Center site with usernames, like the Apache wiki)."""
+    conf = settings.confluence
+    if not conf.emulated:
+        return ConfluenceRestSource(conf, conf.url or "")
+    emulated = conf.model_copy(update={"username": conf.username or SYNC_LOGIN, "token": conf.token or SecretStr(TOKENS[SYNC_LOGIN]), "cloud": False})
+    return ConfluenceRestSource(emulated, AtlassianEmulatorService(settings).address)
+
+
+async def sync_configured(settings: Settings, console: Console, *, permissions_only: bool = False) -> SyncReport:
+    """One ``wayfinder sync`` of the configured site (or the emulator) into the configured stores."""
+    store = await RawStore(settings.raw_store_path).open()
+    return await run_sync(settings, sync_source(settings), store, console, permissions_only=permissions_only)

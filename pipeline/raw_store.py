@@ -1,0 +1,339 @@
+"""The raw store: what the sync last read from Confluence, one SQLite file under the data directory.
+
+* ``page_versions`` keeps every body fetched, keyed by (page id, version): storage XHTML, title,
+  labels, when it was fetched. Nothing fetched is thrown away, so a conversion can be redone
+  without asking the site again.
+* ``pages`` is the current state of each page: place in the tree, read restrictions, the version
+  whose body is held, the Markdown converted from it (or the conversion error, retried next run),
+  and two revisions kept apart: ``content_revision`` (title and text) and ``permission_revision``
+  (restrictions), so a permission-only change touches tuples and nothing else.
+* ``spaces`` holds each space's readers and its watermark; ``groups`` the members of each group.
+
+Every write commits on its own: a sync killed at any point leaves a consistent store, and the
+next run picks up from it (watermarks move only after the sinks have succeeded).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pipeline.sources.confluence_rest import RemotePage, RemoteSpace
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS page_versions (
+    page_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    title TEXT NOT NULL,
+    storage TEXT NOT NULL,
+    labels TEXT NOT NULL,
+    last_modified TEXT NOT NULL,
+    fetched_at TEXT NOT NULL,
+    PRIMARY KEY (page_id, version)
+);
+CREATE TABLE IF NOT EXISTS pages (
+    page_id TEXT PRIMARY KEY,
+    space_key TEXT NOT NULL,
+    title TEXT NOT NULL,
+    parent_id TEXT,
+    position INTEGER,
+    version INTEGER NOT NULL,
+    last_modified TEXT NOT NULL,
+    url TEXT NOT NULL,
+    read_users TEXT NOT NULL,
+    read_groups TEXT NOT NULL,
+    body_version INTEGER,
+    markdown TEXT,
+    links TEXT,
+    converted_version INTEGER,
+    conversion_error TEXT,
+    content_revision TEXT,
+    permission_revision TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS pages_by_space ON pages (space_key);
+CREATE TABLE IF NOT EXISTS spaces (
+    space_key TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    url TEXT NOT NULL,
+    reader_users TEXT NOT NULL,
+    reader_groups TEXT NOT NULL,
+    watermark TEXT
+);
+CREATE TABLE IF NOT EXISTS groups (
+    name TEXT PRIMARY KEY,
+    members TEXT NOT NULL
+);
+"""
+
+
+@dataclass(frozen=True)
+class StoredPage:
+    page_id: str
+    space_key: str
+    title: str
+    parent_id: str | None
+    position: int | None
+    version: int
+    url: str
+    read_users: tuple[str, ...]
+    read_groups: tuple[str, ...]
+    body_version: int | None
+    markdown: str | None
+    links: tuple[str, ...]
+    converted_version: int | None
+    conversion_error: str | None
+
+    @property
+    def needs_body(self) -> bool:
+        return self.body_version != self.version
+
+    @property
+    def needs_conversion(self) -> bool:
+        return self.body_version is not None and self.converted_version != self.body_version
+
+
+@dataclass
+class Reconciled:
+    """What a listing of a space changed in the store."""
+
+    added: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    moved: list[str] = field(default_factory=list)
+    permissions_changed: list[str] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)  # a newer version than the body held
+
+
+def permission_revision(read_users: Iterable[str], read_groups: Iterable[str]) -> str:
+    return _digest(json.dumps([sorted(read_users), sorted(read_groups)]))
+
+
+def content_revision(title: str, markdown: str) -> str:
+    return _digest(json.dumps([title, markdown]))
+
+
+class RawStore:
+    """Async facade over one SQLite file; every call runs in a worker thread with its own connection."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+
+    async def open(self) -> RawStore:
+        await asyncio.to_thread(self._init)
+        return self
+
+    def _init(self) -> None:
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        db = self._connect()
+        try:
+            db.executescript(_SCHEMA)
+        finally:
+            db.close()
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self._path, timeout=30)
+        db.row_factory = sqlite3.Row
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA foreign_keys=ON")
+        return db
+
+    # -- spaces and groups ------------------------------------------------------------------
+
+    async def save_space(self, space: RemoteSpace) -> None:
+        def run(db: sqlite3.Connection) -> None:
+            db.execute(
+                "INSERT INTO spaces (space_key, name, url, reader_users, reader_groups) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT (space_key) DO UPDATE SET name = excluded.name, url = excluded.url, "
+                "reader_users = excluded.reader_users, reader_groups = excluded.reader_groups",
+                (space.key, space.name, space.url, json.dumps(space.reader_users), json.dumps(space.reader_groups)),
+            )
+
+        await self._write(run)
+
+    async def spaces(self) -> list[RemoteSpace]:
+        rows = await self._read("SELECT * FROM spaces ORDER BY space_key")
+        return [RemoteSpace(r["space_key"], r["name"], r["url"], tuple(json.loads(r["reader_users"])), tuple(json.loads(r["reader_groups"]))) for r in rows]
+
+    async def watermark(self, space_key: str) -> datetime | None:
+        rows = await self._read("SELECT watermark FROM spaces WHERE space_key = ?", (space_key,))
+        return datetime.fromisoformat(rows[0]["watermark"]) if rows and rows[0]["watermark"] else None
+
+    async def set_watermark(self, space_key: str, when: datetime) -> None:
+        await self._write(lambda db: db.execute("UPDATE spaces SET watermark = ? WHERE space_key = ?", (when.isoformat(), space_key)))
+
+    async def save_groups(self, members: dict[str, Sequence[str]]) -> None:
+        def run(db: sqlite3.Connection) -> None:
+            db.execute("DELETE FROM groups")
+            db.executemany("INSERT INTO groups (name, members) VALUES (?, ?)", [(n, json.dumps(sorted(m))) for n, m in sorted(members.items())])
+
+        await self._write(run)
+
+    async def groups(self) -> dict[str, tuple[str, ...]]:
+        return {r["name"]: tuple(json.loads(r["members"])) for r in await self._read("SELECT * FROM groups ORDER BY name")}
+
+    # -- pages --------------------------------------------------------------------------------
+
+    async def reconcile(self, space_key: str, listing: Sequence[RemotePage]) -> Reconciled:
+        """Make the store's tree and restrictions of ``space_key`` those of ``listing``. Bodies are
+        kept; pages no longer listed are deleted (with their history)."""
+
+        def run(db: sqlite3.Connection) -> Reconciled:
+            held = {r["page_id"]: r for r in db.execute("SELECT * FROM pages WHERE space_key = ?", (space_key,))}
+            # A page listed here may have been held under another space: it moved between spaces.
+            moved_in = {
+                r["page_id"]: r
+                for r in db.execute(
+                    f"SELECT * FROM pages WHERE space_key != ? AND page_id IN ({','.join('?' * len(listing))})",
+                    (space_key, *[p.page_id for p in listing]),
+                )
+            } if listing else {}
+            held |= moved_in
+            changes = Reconciled()
+            for page in listing:
+                revision = permission_revision(page.read_users, page.read_groups)
+                old = held.get(page.page_id)
+                if old is None:
+                    changes.added.append(page.page_id)
+                else:
+                    if (old["parent_id"], old["position"], old["space_key"]) != (page.parent_id, page.position, page.space_key):
+                        changes.moved.append(page.page_id)
+                    if old["permission_revision"] != revision:
+                        changes.permissions_changed.append(page.page_id)
+                if old is None or old["body_version"] != page.version:
+                    changes.stale.append(page.page_id)
+                db.execute(
+                    "INSERT INTO pages (page_id, space_key, title, parent_id, position, version, last_modified, url, read_users, "
+                    "read_groups, permission_revision) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (page_id) DO UPDATE SET "
+                    "space_key = excluded.space_key, title = excluded.title, parent_id = excluded.parent_id, "
+                    "position = excluded.position, version = excluded.version, last_modified = excluded.last_modified, "
+                    "url = excluded.url, read_users = excluded.read_users, read_groups = excluded.read_groups, "
+                    "permission_revision = excluded.permission_revision",
+                    (
+                        page.page_id,
+                        page.space_key,
+                        page.title,
+                        page.parent_id,
+                        page.position,
+                        page.version,
+                        page.last_modified.isoformat(),
+                        page.url,
+                        json.dumps(page.read_users),
+                        json.dumps(page.read_groups),
+                        revision,
+                    ),
+                )
+            listed = {page.page_id for page in listing}
+            changes.deleted = sorted(set(held) - listed - set(moved_in))
+            db.executemany("DELETE FROM pages WHERE page_id = ?", [(page_id,) for page_id in changes.deleted])
+            db.executemany("DELETE FROM page_versions WHERE page_id = ?", [(page_id,) for page_id in changes.deleted])
+            return changes
+
+        return await self._write(run)
+
+    async def save_body(self, page: RemotePage) -> None:
+        """Keep a fetched body (and the page's current place and restrictions with it)."""
+        if page.storage is None:
+            raise ValueError(f"page {page.page_id} was fetched without its body")
+        fetched = datetime.now(UTC).isoformat()
+
+        def run(db: sqlite3.Connection) -> None:
+            db.execute(
+                "INSERT OR IGNORE INTO page_versions (page_id, version, title, storage, labels, last_modified, fetched_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (page.page_id, page.version, page.title, page.storage, json.dumps(page.labels), page.last_modified.isoformat(), fetched),
+            )
+            db.execute(
+                "INSERT INTO pages (page_id, space_key, title, parent_id, position, version, last_modified, url, read_users, "
+                "read_groups, permission_revision, body_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (page_id) DO UPDATE SET title = excluded.title, version = excluded.version, "
+                "last_modified = excluded.last_modified, url = excluded.url, body_version = excluded.body_version "
+                "WHERE excluded.version >= pages.version",
+                (
+                    page.page_id,
+                    page.space_key,
+                    page.title,
+                    page.parent_id,
+                    page.position,
+                    page.version,
+                    page.last_modified.isoformat(),
+                    page.url,
+                    json.dumps(page.read_users),
+                    json.dumps(page.read_groups),
+                    permission_revision(page.read_users, page.read_groups),
+                    page.version,
+                ),
+            )
+
+        await self._write(run)
+
+    async def body(self, page_id: str, version: int) -> str | None:
+        rows = await self._read("SELECT storage FROM page_versions WHERE page_id = ? AND version = ?", (page_id, version))
+        return rows[0]["storage"] if rows else None
+
+    async def save_conversion(self, page_id: str, version: int, markdown: str, links: Sequence[str], title: str) -> None:
+        await self._write(
+            lambda db: db.execute(
+                "UPDATE pages SET markdown = ?, links = ?, converted_version = ?, conversion_error = NULL, content_revision = ? "
+                "WHERE page_id = ?",
+                (markdown, json.dumps(list(links)), version, content_revision(title, markdown), page_id),
+            )
+        )
+
+    async def save_conversion_error(self, page_id: str, error: str) -> None:
+        """The previous Markdown stays; the page is converted again on the next run."""
+        await self._write(lambda db: db.execute("UPDATE pages SET conversion_error = ? WHERE page_id = ?", (error, page_id)))
+
+    async def pages(self, space_key: str | None = None) -> list[StoredPage]:
+        query = "SELECT * FROM pages" + (" WHERE space_key = ?" if space_key else "") + " ORDER BY page_id"
+        return [_stored(r) for r in await self._read(query, (space_key,) if space_key else ())]
+
+    # -- plumbing -----------------------------------------------------------------------------
+
+    async def _read(self, query: str, params: tuple = ()) -> list[sqlite3.Row]:
+        def run() -> list[sqlite3.Row]:
+            db = self._connect()
+            try:
+                return list(db.execute(query, params))
+            finally:
+                db.close()
+
+        return await asyncio.to_thread(run)
+
+    async def _write(self, change):
+        def run():
+            db = self._connect()
+            try:
+                with db:  # one transaction, committed or rolled back as a whole
+                    return change(db)
+            finally:
+                db.close()
+
+        return await asyncio.to_thread(run)
+
+
+def _stored(row: sqlite3.Row) -> StoredPage:
+    return StoredPage(
+        page_id=row["page_id"],
+        space_key=row["space_key"],
+        title=row["title"],
+        parent_id=row["parent_id"],
+        position=row["position"],
+        version=row["version"],
+        url=row["url"],
+        read_users=tuple(json.loads(row["read_users"])),
+        read_groups=tuple(json.loads(row["read_groups"])),
+        body_version=row["body_version"],
+        markdown=row["markdown"],
+        links=tuple(json.loads(row["links"])) if row["links"] else (),
+        converted_version=row["converted_version"],
+        conversion_error=row["conversion_error"],
+    )
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()

@@ -1,0 +1,230 @@
+"""``wayfinder sync``: Confluence over REST → raw store → Markdown → OpenFGA, Neo4j, LightRAG.
+
+Per space, in this order:
+
+1. **Reconcile**: list every page without bodies (ids, parents, versions, read restrictions) and
+   make the store's tree and restrictions match. This is what sees deletions, moves and
+   restriction changes, which date queries do not.
+2. **Collect** (skipped with ``permissions_only``): CQL for pages modified since the watermark
+   less the overlap window, with bodies; then, by id, any page whose listed version is still newer
+   than the body held (a change the date query missed).
+3. **Convert** every body not yet converted. A page that fails keeps its previous Markdown and
+   is tried again on the next run; a new page that fails stays out of the semantic index.
+
+Then the space readers and group members are read, and the sinks run. The watermark moves only
+after the sinks succeed, so a run killed anywhere is simply repeated by the next one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from rich.console import Console
+
+from core import ids
+from core.errors import InvalidArgument, TransformError
+from core.models import Page, Permissions, Space
+from core.settings import Settings
+from pipeline.raw_store import RawStore, StoredPage
+from pipeline.runner import IndexReport, run_sinks
+from pipeline.sources.confluence_rest import ConfluenceRestSource, RemoteSpace
+from pipeline.transform.confluence import to_markdown
+from retrievers.factory import semantic_index
+from retrievers.lightrag_adapter import SemanticIndex
+
+log = logging.getLogger("wayfinder.sync")
+
+
+@dataclass
+class SyncReport:
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    moved: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    permission_only: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)  # page id → why it could not be converted
+    converted: int = 0
+    rest_calls: int = 0
+    sinks: IndexReport | None = None
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        return (
+            f"{len(self.added)} added, {len(self.changed)} changed, {len(self.moved)} moved, {len(self.deleted)} deleted, "
+            f"{len(self.permission_only)} permission-only, {len(self.failed)} failed"
+        )
+
+
+async def run_sync(
+    settings: Settings,
+    source: ConfluenceRestSource,
+    store: RawStore,
+    console: Console,
+    *,
+    permissions_only: bool = False,
+    open_index: Callable[[Settings], SemanticIndex] = semantic_index,
+) -> SyncReport:
+    started = time.monotonic()
+    report = SyncReport()
+    calls_before = source.calls
+    new_watermarks: dict[str, datetime] = {}
+    for key in settings.confluence.spaces:
+        await store.save_space(await source.space(key))
+        listing = await source.list_pages(key)
+        changes = await store.reconcile(key, listing)
+        report.added += changes.added
+        report.moved += changes.moved
+        report.deleted += changes.deleted
+        console.print(f"{key}: {len(listing)} pages listed; {len(changes.added)} new, {len(changes.deleted)} deleted, {len(changes.moved)} moved")
+        if permissions_only:
+            report.permission_only += changes.permissions_changed
+            continue
+        had_body = {page.page_id for page in await store.pages(key) if page.body_version is not None}
+        watermark = await store.watermark(key)
+        since = watermark - timedelta(minutes=settings.confluence.overlap_minutes) if watermark else None
+        held = {page.page_id: page for page in await store.pages(key)}
+        newest = watermark
+        fetched: set[str] = set()
+        async for batch in source.changed_pages(key, since):
+            for page in batch:
+                newest = max(newest, page.last_modified) if newest else page.last_modified
+                if page.page_id not in held or held[page.page_id].body_version != page.version:
+                    await store.save_body(page)
+                    fetched.add(page.page_id)
+        for page in await store.pages(key):
+            if page.needs_body:  # listed with a newer version than any body the date query brought
+                remote = await source.page(page.page_id)
+                if remote is not None:
+                    await store.save_body(remote)
+                    fetched.add(page.page_id)
+        report.changed += sorted(fetched & had_body)
+        report.permission_only += sorted(set(changes.permissions_changed) - fetched)
+        if newest is not None:
+            new_watermarks[key] = newest
+        console.print(f"{key}: {len(fetched)} bodies fetched" + (f" since {since:%Y-%m-%d %H:%M} UTC" if since else ""))
+
+    if not permissions_only:
+        await _convert(source, store, report, console)
+    spaces = await store.spaces()
+    wanted = [s for s in spaces if s.key in settings.confluence.spaces]
+    groups = sorted({g for s in wanted for g in s.reader_groups} | {g for p in await store.pages() for g in p.read_groups})
+    await store.save_groups({name: await source.group_members(name) for name in groups})
+    report.rest_calls = source.calls - calls_before
+
+    stored = [page for page in await store.pages() if page.space_key in settings.confluence.spaces]
+    pages_by_space = _placed_pages(stored)
+    permissions = _permissions(wanted, stored, await store.groups())
+    indexable = {page.page_id for page in stored if page.markdown is not None}
+    report.sinks = await run_sinks(
+        settings,
+        [Space(key=s.key, name=s.name, url=s.url) for s in wanted],
+        {s.key: pages_by_space.get(s.key, []) for s in wanted},
+        permissions,
+        console,
+        content=not permissions_only,
+        indexable=indexable,
+        started=started,
+        open_index=open_index,
+    )
+    for key, when in new_watermarks.items():
+        await store.set_watermark(key, when)
+    report.seconds = time.monotonic() - started
+    console.print(f"sync: {report.summary()} in {report.seconds:.1f}s ({report.rest_calls} REST calls)")
+    for page_id, why in sorted(report.failed.items()):
+        console.print(f"[yellow]page {page_id} not converted, retried next run:[/yellow] {why}")
+    return report
+
+
+async def _convert(source: ConfluenceRestSource, store: RawStore, report: SyncReport, console: Console) -> None:
+    everything = await store.pages()
+    titles = {(page.space_key, page.title): page.page_id for page in everything}
+    for page in everything:
+        if not page.needs_conversion or page.body_version is None:
+            continue
+        body = await store.body(page.page_id, page.body_version)
+        if body is None:
+            continue
+        attachments: dict[str, str] = {}
+        if "<ri:attachment" in body:
+            attachments = {a.filename: a.attachment_id for a in await source.attachments(page.page_id)}
+        try:
+            converted = to_markdown(
+                body, space_key=page.space_key, resolve_page=lambda space, title: titles.get((space, title)), attachments=attachments
+            )
+        except TransformError as exc:
+            report.failed[page.page_id] = str(exc)
+            await store.save_conversion_error(page.page_id, str(exc))
+            continue
+        await store.save_conversion(page.page_id, page.body_version, _with_title(page.title, converted.markdown), converted.links, page.title)
+        report.converted += 1
+    if report.converted:
+        console.print(f"converted {report.converted} page(s) to Markdown")
+
+
+def _with_title(title: str, markdown: str) -> str:
+    """Pages are indexed and shown with their title as the first heading, once."""
+    return markdown if markdown.startswith(f"# {title}\n") else f"# {title}\n\n{markdown}"
+
+
+def _placed_pages(stored: Sequence[StoredPage]) -> dict[str, list[Page]]:
+    """The pages as the sinks take them: siblings numbered in Confluence's order (its position,
+    then title). A page whose parent is not held (the sync account cannot see it) is left out with
+    its subtree: its inherited restrictions are unknown, so it must not be shown at all."""
+    by_id = {page.page_id: page for page in stored}
+    placed: dict[str, list[Page]] = defaultdict(list)
+    children: dict[str | None, list[StoredPage]] = defaultdict(list)
+    for page in stored:
+        children[page.parent_id].append(page)
+    for page in stored:
+        if page.parent_id is not None and page.parent_id not in by_id:
+            log.warning("page %s is left out: its parent %s is not visible to the sync account", page.page_id, page.parent_id)
+
+    def walk(parent: str | None) -> None:
+        ordered = sorted(children.get(parent, []), key=lambda p: (p.position is None, p.position or 0, p.title, p.page_id))
+        for position, page in enumerate(ordered):
+            if parent is not None and by_id[parent].space_key != page.space_key:
+                continue
+            placed[page.space_key].append(
+                Page(
+                    page_id=page.page_id,
+                    space_key=page.space_key,
+                    title=page.title,
+                    parent_id=page.parent_id,
+                    position=position,
+                    url=page.url,
+                    markdown=page.markdown or "",
+                )
+            )
+            walk(page.page_id)
+
+    walk(None)
+    return placed
+
+
+def _permissions(spaces: Sequence[RemoteSpace], stored: Sequence[StoredPage], groups: dict[str, tuple[str, ...]]) -> Permissions:
+    return Permissions(
+        space_viewers={s.key: _subjects(s.reader_users, s.reader_groups) for s in spaces},
+        page_restrictions={page.page_id: _subjects(page.read_users, page.read_groups) for page in stored},
+        group_members={safe_name(name): tuple(f"user:{safe_name(member)}" for member in members) for name, members in groups.items()},
+    )
+
+
+def _subjects(users: Iterable[str], groups: Iterable[str]) -> tuple[str, ...]:
+    return tuple(f"user:{safe_name(u)}" for u in users) + tuple(f"group:{safe_name(g)}#member" for g in groups)
+
+
+def safe_name(name: str) -> str:
+    """A Confluence user or group name as a Wayfinder id. Names OpenFGA cannot hold (spaces,
+    ':', '#', …) become a stable digest: the same name maps to the same id everywhere, so a
+    restriction to such a group still restricts (dropping it would widen the page)."""
+    try:
+        ids.user_id(name)
+        return name
+    except InvalidArgument:
+        return "x-" + hashlib.sha256(name.encode()).hexdigest()[:32]

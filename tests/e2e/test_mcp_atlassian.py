@@ -1,0 +1,63 @@
+"""The peer the evaluations compare against: PyPI mcp-atlassian, unmodified, as a real MCP server
+over stdio, reads the emulator as it would a Data Center site — search, get page, page children."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fastmcp import Client
+from fastmcp.client.transports import StdioTransport
+
+from core.settings import Settings
+from devstack.atlassian.admin import Emulator
+from devstack.atlassian.hive import TOKENS, seed_hive
+from devstack.atlassian.runner import serving
+from devstack.atlassian.site import Site
+from devstack.peers import mcp_atlassian, mcp_atlassian_environment
+from pipeline.sources.hive_export import DESIGN_DOCS_PAGE, SINGLE_USER_PAGE
+from tests.conftest import CORPUS
+
+HOME = "27362069"
+
+
+@pytest.fixture(scope="module")
+async def peer(settings: Settings, tmp_path_factory: pytest.TempPathFactory):
+    site = Site()
+    await seed_hive(site, CORPUS)
+    script = mcp_atlassian(settings)
+    workdir = tmp_path_factory.mktemp("mcp-atlassian")  # empty: it would read ./.env over its environment
+    with serving(Emulator(site, "unused-admin-token")) as url:
+        transport = StdioTransport(
+            str(script), ["--transport", "stdio"], env=mcp_atlassian_environment(url + "/confluence", token=TOKENS["bob"]), cwd=str(workdir)
+        )
+        async with Client(transport, timeout=60) as client:
+            yield client
+
+
+def _payload(result) -> object:
+    return json.loads(result.content[0].text)
+
+
+async def test_its_tools_are_the_ones_the_evaluations_call(peer):
+    names = {tool.name for tool in await peer.list_tools()}
+    assert {"confluence_search", "confluence_get_page", "confluence_get_page_children"} <= names
+
+
+async def test_search_finds_pages_and_respects_what_its_user_may_see(peer):
+    found = _payload(await peer.call_tool("confluence_search", {"query": "ContributorsMinutes110726", "limit": 5}))
+    assert SINGLE_USER_PAGE in {str(item["id"]) for item in found}  # bob's own page
+    hidden = _payload(await peer.call_tool("confluence_search", {"query": "DesignDocs", "limit": 10}))
+    assert DESIGN_DOCS_PAGE not in {str(item["id"]) for item in hidden}  # committers only
+
+
+async def test_get_page_returns_markdown_with_metadata(peer):
+    page = _payload(await peer.call_tool("confluence_get_page", {"page_id": HOME}))
+    text = json.dumps(page)
+    assert "Apache Hive" in text and page["metadata"]["id"] == HOME
+
+
+async def test_get_page_children_lists_the_tree(peer):
+    children = _payload(await peer.call_tool("confluence_get_page_children", {"parent_id": HOME, "limit": 50}))
+    listed = children if isinstance(children, list) else children["results"]
+    assert {"27820116", "46633569"} <= {str(child["id"]) for child in listed}  # AboutThisWiki, AccumuloIntegration

@@ -1,0 +1,137 @@
+"""ConfluenceRestSource against the emulator over real HTTP: Cloud and Data Center, paging, the
+time-zone trap, retries under injected faults, and clear errors."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import requests
+
+from core.errors import ConfigurationError, SourceError
+from core.settings import ConfluenceSettings
+from devstack.atlassian.admin import Emulator
+from devstack.atlassian.hive import SYNC_LOGIN, TOKENS, account_id, seed_hive
+from devstack.atlassian.runner import serving
+from devstack.atlassian.site import Site
+from pipeline.sources.confluence_rest import ConfluenceRestSource
+from pipeline.sources.hive_export import DESIGN_DOCS_PAGE, SINGLE_USER_PAGE, HiveExportSource
+from tests.conftest import CORPUS
+
+ADMIN = "admin-token-for-source-tests"
+HOME = "27362069"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.fixture(scope="module")
+async def site():
+    clock = Clock()
+    site = Site(clock)
+    await seed_hive(site, CORPUS)
+    emulator = Emulator(site, ADMIN)
+    with serving(emulator) as url:
+        yield url, emulator, clock
+
+
+def source(url: str, *, cloud: bool, **overrides) -> ConfluenceRestSource:
+    settings = ConfluenceSettings(
+        cloud=cloud, username=SYNC_LOGIN, token=TOKENS[SYNC_LOGIN], page_size=overrides.pop("page_size", 50), **overrides
+    )
+    return ConfluenceRestSource(settings, url + ("/wiki" if cloud else "/confluence"), sleep=lambda seconds: None)
+
+
+def admin(url: str, method: str, path: str, body: dict | None = None) -> dict:
+    response = requests.request(method, f"{url}/_emulator{path}", json=body, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=10)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+@pytest.mark.parametrize("cloud", [True, False])
+async def test_the_listing_is_the_space_tree(site, cloud):
+    url, _, _ = site
+    listed = {page.page_id: page for page in await source(url, cloud=cloud).list_pages("HIVE")}
+    exported = {page.page_id: page for page in await HiveExportSource(CORPUS).pages("HIVE")}
+    assert set(listed) == set(exported)
+    assert all(listed[i].parent_id == exported[i].parent_id and listed[i].position == exported[i].position for i in exported)
+    assert all(page.storage is None for page in listed.values())  # a listing carries no bodies
+    assert listed[DESIGN_DOCS_PAGE].read_groups == ("hive-committers",)
+    bob = account_id("bob") if cloud else "bob"
+    assert listed[SINGLE_USER_PAGE].read_users == (bob,)
+
+
+@pytest.mark.parametrize("cloud", [True, False])
+async def test_space_readers_and_group_members(site, cloud):
+    url, _, _ = site
+    rest = source(url, cloud=cloud)
+    space = await rest.space("HIVE")
+    assert space.reader_groups == ("hive-committers", "hive-users") and space.reader_users == ()
+    assert await rest.group_members("hive-committers") == [account_id("alice") if cloud else "alice"]
+    with pytest.raises(SourceError, match="no space 'NOPE'"):
+        await rest.space("NOPE")
+
+
+async def test_changed_pages_come_with_bodies_oldest_first_and_only_since_the_watermark(site):
+    url, emulator, clock = site
+    rest = source(url, cloud=True, page_size=40)
+    everything = [page for batch in [b async for b in rest.changed_pages("HIVE", None)] for page in batch]
+    assert len(everything) == 305 and all(page.storage for page in everything)
+    assert [p.last_modified for p in everything] == sorted(p.last_modified for p in everything)
+    # An edit now, in a zone hours away from UTC: only that page is newer than the watermark.
+    watermark = clock.now
+    clock.now += timedelta(minutes=3)
+    admin(url, "PUT", f"/pages/{HOME}", {"by": "alice", "body": "<p>new text</p>"})
+    changed = [page for batch in [b async for b in rest.changed_pages("HIVE", watermark)] for page in batch]
+    assert [page.page_id for page in changed] == [HOME] and changed[0].storage == "<p>new text</p>"
+    assert await rest.cql_time(watermark) != watermark.strftime("%Y-%m-%d %H:%M")  # the sync account is not on UTC
+
+
+async def test_transient_failures_are_retried_honouring_retry_after(site):
+    url, _, _ = site
+    waits: list[float] = []
+    settings = ConfluenceSettings(cloud=False, username=SYNC_LOGIN, token=TOKENS[SYNC_LOGIN], page_size=100)
+    rest = ConfluenceRestSource(settings, url + "/confluence", sleep=waits.append)
+    admin(url, "POST", "/faults", {"kind": "429", "path": "/content/search", "times": 2, "retry_after_s": 7})
+    admin(url, "POST", "/faults", {"kind": "drop", "path": "/content/search", "times": 1})
+    admin(url, "POST", "/faults", {"kind": "503", "path": "/content/search", "times": 1})
+    assert len(await rest.list_pages("HIVE")) == 305
+    assert waits[:2] == [7, 7] and len(waits) == 4  # two Retry-After waits, then backoff for the drop and the 503
+    assert rest.calls == 4 + 4  # four pages of listing, four failed attempts
+
+
+async def test_a_site_that_keeps_failing_is_a_clear_error(site):
+    url, _, _ = site
+    rest = source(url, cloud=False, max_attempts=3)
+    admin(url, "POST", "/faults", {"kind": "500", "path": "/space/HIVE", "times": 3})
+    with pytest.raises(SourceError, match="did not answer after 3 attempts.*HTTP 500"):
+        await rest.space("HIVE")
+
+
+async def test_refused_credentials_name_the_settings(site):
+    url, _, _ = site
+    settings = ConfluenceSettings(cloud=False, username="alice", token="wrong")
+    with pytest.raises(SourceError, match="refused the sync account \\(401\\).*WAYFINDER_CONFLUENCE__TOKEN"):
+        await ConfluenceRestSource(settings, url + "/confluence").space("HIVE")
+    with pytest.raises(ConfigurationError, match="TOKEN is required"):
+        ConfluenceRestSource(ConfluenceSettings(), url)
+
+
+async def test_bearer_tokens_for_data_center(site):
+    url, _, _ = site
+    settings = ConfluenceSettings(cloud=False, token=TOKENS[SYNC_LOGIN])
+    assert (await ConfluenceRestSource(settings, url + "/confluence").space("HIVE")).name == "Apache Hive"
+
+
+async def test_attachments_download_through_their_links(site):
+    url, emulator, _ = site
+    attachment = next(iter(emulator.site.attachments.values()))
+    rest = source(url, cloud=True)
+    (listed,) = [a for a in await rest.attachments(attachment.page_id) if a.attachment_id == attachment.id]
+    assert listed.filename == attachment.filename and listed.size == len(attachment.data)
+    assert await rest.download(listed) == attachment.data
