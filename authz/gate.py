@@ -128,11 +128,13 @@ class Gate:
 
 
 def _well_formed(obj: str) -> bool:
+    """Only spaces and pages are OpenFGA objects; anything else (an image is authorized through
+    its page) is not visible by itself."""
     try:
-        ids.parse(obj)
+        kind, _ = ids.parse(obj)
     except InvalidArgument:
         return False
-    return True
+    return kind in ("space", "page")
 
 
 def _digest(key: bytes, value: str) -> str:

@@ -1,4 +1,5 @@
-"""Typed ids: ``space:HIVE``, ``page:27362069``, ``user:alice``, ``agent:digest-bot``, ``task:weekly``.
+"""Typed ids: ``space:HIVE``, ``page:27362069``, ``image:att27362100``, ``user:alice``,
+``agent:digest-bot``, ``task:weekly``.
 
 OpenFGA objects use the same ``type:id`` spelling, so an id that passed validation here can be
 checked as it is: every pattern matches the whole string (no trailing newline slips through) and
@@ -14,6 +15,7 @@ from core.errors import InvalidArgument
 MAX_ID_CHARS = 200  # longer than any id Wayfinder serves; longer input is refused before matching
 
 _PAGE_ID = re.compile(r"[0-9]{1,20}")
+_IMAGE_ID = re.compile(r"att[0-9]{1,20}")  # an attachment id, as Confluence spells them
 _SPACE_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_~-]{0,63}")
 # Users, agents and tasks: no ':', '#', '*' or whitespace, which OpenFGA gives a meaning.
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,127}")
@@ -38,6 +40,10 @@ def space_id(key: str) -> str:
 
 def page_id(raw: str | int) -> str:
     return f"page:{_valid(_PAGE_ID, str(raw) if isinstance(raw, int) else raw, 'page id')}"
+
+
+def image_id(raw: str) -> str:
+    return f"image:{_valid(_IMAGE_ID, raw, 'image id')}"
 
 
 def user_id(name: str) -> str:
@@ -65,6 +71,8 @@ def parse(typed_id: object) -> tuple[str, str]:
         page_id(raw)
     elif kind == "space":
         space_id(raw)
+    elif kind == "image":
+        image_id(raw)
     else:
-        raise InvalidArgument(f"invalid id {_shown(typed_id)}: unknown kind (expected page or space)")
+        raise InvalidArgument(f"invalid id {_shown(typed_id)}: unknown kind (expected page, space or image)")
     return kind, raw

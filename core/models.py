@@ -32,10 +32,27 @@ class Page(Frozen):
     position: int = Field(description="Order among its siblings, as the space tree lists them.")
     url: str
     markdown: str
+    links: tuple[str, ...] = Field((), description="Bare ids of the pages its text links to (graph edges).")
 
     @property
     def id(self) -> str:
         return f"page:{self.page_id}"
+
+
+class Image(Frozen):
+    """An image a page shows (a Confluence attachment), with the alt text written for it."""
+
+    attachment_id: str = Field(description="Confluence attachment id, e.g. 'att27362100'.")
+    page_id: str = Field(description="Bare id of the page that shows it: the image is authorized through it.")
+    filename: str
+    media_type: str
+    alt_text: str
+    sha256: str
+    data: bytes = Field(repr=False)
+
+    @property
+    def id(self) -> str:
+        return f"image:{self.attachment_id}"
 
 
 class Principal(Frozen):

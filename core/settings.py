@@ -141,6 +141,17 @@ class ConfluenceSettings(BaseModel):
         return self.url is None
 
 
+class GeminiSettings(BaseModel):
+    """Gemini through google-genai. Without a key, alt text is built offline (caption, file name,
+    surrounding text) and marked as such."""
+
+    api_key: SecretStr | None = Field(None, description="Gemini API key. Unset: no Gemini calls, offline alt text.")
+    model: str = Field("gemini-2.5-flash", description="Model that writes image alt text.")
+    base_url: str | None = Field(None, description="API base URL; unset uses the SDK's default (tests point it at a local fake).")
+    timeout_s: float = Field(60.0, gt=0, description="Timeout of one Gemini call.")
+    max_attempts: int = Field(5, ge=1, description="Attempts per Gemini call under 429 and 5xx answers.")
+
+
 class Settings(BaseSettings):
     """Everything Wayfinder can be told. Documented field by field in the README."""
 
@@ -163,6 +174,7 @@ class Settings(BaseSettings):
     lightrag: LightRAGSettings = Field(default_factory=LightRAGSettings)
     mcp: MCPSettings = Field(default_factory=MCPSettings)
     confluence: ConfluenceSettings = Field(default_factory=ConfluenceSettings)
+    gemini: GeminiSettings = Field(default_factory=GeminiSettings)
 
     @field_validator("data_dir", "cache_dir", "corpus_dir")
     @classmethod

@@ -58,7 +58,7 @@ def _start_server(settings: Settings, tokens: dict[str, object]) -> subprocess.P
     env = dict(os.environ, WAYFINDER_MCP__TOKENS=json.dumps(tokens))
     with open(settings.data_dir / "mcp-server.log", "ab") as log:  # the child keeps its own copy
         return subprocess.Popen(
-            [sys.executable, "-m", "core.cli", "serve", "--transport", "http"], env=env, stdout=log, stderr=log
+            [sys.executable, "-m", "cli", "serve", "--transport", "http"], env=env, stdout=log, stderr=log
         )
 
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from core.models import Page, Space
+from core.models import Image, Page, Space
 
 
 @dataclass(frozen=True)
@@ -59,3 +59,9 @@ class NavigatorStore(Protocol):
     async def page(self, page_id: str) -> PageContent | None: ...
 
     async def summaries(self, page_ids: Sequence[str]) -> dict[str, PageSummary]: ...
+
+    async def sync_images(self, space: Space, images: Sequence[Image]) -> None:
+        """Make the stored images of ``space``'s pages equal to ``images``."""
+        ...
+
+    async def image(self, image_id: str) -> Image | None: ...

@@ -1,8 +1,10 @@
 """All Cypher Wayfinder runs. Parameters only, never string building.
 
 Graph: (:Space {id, key, name, url}) -[:ROOT_PAGE {position}]-> (:Page) for top-level pages,
-(:Page)-[:PARENT_OF {position}]->(:Page) for the tree, and (:Space)-[:HAS_PAGE]->(:Page) for
-membership. Ids are Wayfinder's typed ids ("space:HIVE", "page:27362069").
+(:Page)-[:PARENT_OF {position}]->(:Page) for the tree, (:Space)-[:HAS_PAGE]->(:Page) for
+membership, (:Page)-[:LINKS_TO]->(:Page) for the links in a page's text, and
+(:Page)-[:HAS_IMAGE]->(:Image {id, page_id, space_id, filename, media_type, alt_text, sha256, data})
+for the images a page shows. Ids are Wayfinder's typed ids ("space:HIVE", "page:27362069").
 """
 
 SCHEMA = (
@@ -38,6 +40,23 @@ CALL (p, row, s) {
   MERGE (parent)-[r:PARENT_OF]->(p) SET r.position = row.position
 }
 """
+
+# The links of the batch's pages, replaced as a whole. A link to a page not held (yet) is dropped;
+# it appears with the sync that brings that page.
+SET_LINKS = """
+UNWIND $pages AS row
+MATCH (p:Page {id: row.id})
+CALL (p) {
+  MATCH (p)-[old:LINKS_TO]->()
+  DELETE old
+}
+WITH p, row
+UNWIND row.links AS target
+MATCH (t:Page {id: target})
+MERGE (p)-[:LINKS_TO]->(t)
+"""
+
+LINKS = "MATCH (:Page {id: $id})-[:LINKS_TO]->(t:Page) RETURN t.id AS id ORDER BY t.id"
 
 # Pages of the space that the source no longer reports.
 PRUNE_PAGES = """
@@ -80,4 +99,34 @@ OPTIONAL MATCH path = (root)-[:ROOT_PAGE|PARENT_OF*1..]->(p)
 WHERE root:Space
 RETURN p.id AS id, p.title AS title, p.url AS url, p.space_id AS space_id,
        [n IN nodes(path)[1..-1] | {id: n.id, title: n.title}] AS ancestors
+"""
+
+IMAGE_HASHES = """
+MATCH (i:Image {space_id: $space_id})
+RETURN i.id AS id, i.sha256 AS sha256, i.alt_text AS alt_text, i.page_id AS page_id
+"""
+
+MERGE_IMAGES = """
+UNWIND $images AS row
+MATCH (p:Page {id: row.page})
+MERGE (i:Image {id: row.id})
+SET i.page_id = row.page_id, i.space_id = row.space_id, i.filename = row.filename, i.media_type = row.media_type,
+    i.alt_text = row.alt_text, i.sha256 = row.sha256, i.data = row.data
+WITH p, i
+OPTIONAL MATCH (i)<-[old:HAS_IMAGE]-()
+DELETE old
+WITH DISTINCT p, i
+MERGE (p)-[:HAS_IMAGE]->(i)
+"""
+
+PRUNE_IMAGES = """
+MATCH (i:Image {space_id: $space_id})
+WHERE NOT i.id IN $keep
+DETACH DELETE i
+"""
+
+IMAGE = """
+MATCH (i:Image {id: $id})
+RETURN i.id AS id, i.page_id AS page_id, i.filename AS filename, i.media_type AS media_type,
+       i.alt_text AS alt_text, i.sha256 AS sha256, i.data AS data
 """

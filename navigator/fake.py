@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from core.models import Page, Space
+from core.models import Image, Page, Space
 from navigator.base import ChildPage, Crumb, PageContent, PageSummary
 
 
@@ -12,6 +12,7 @@ class FakeNavigatorStore:
     def __init__(self) -> None:
         self._spaces: dict[str, Space] = {}
         self._pages: dict[str, Page] = {}
+        self._images: dict[str, Image] = {}
 
     async def sync_space(self, space: Space, pages: Sequence[Page]) -> None:
         self._spaces[space.id] = space
@@ -57,3 +58,14 @@ class FakeNavigatorStore:
                 parent = node.parent_id
             found[page_id] = PageSummary(page.id, page.title, page.url, f"space:{page.space_key}", tuple(ancestors))
         return found
+
+    async def sync_images(self, space: Space, images: Sequence[Image]) -> None:
+        def in_space(image: Image) -> bool:
+            page = self._pages.get(f"page:{image.page_id}")
+            return page is not None and page.space_key == space.key
+
+        self._images = {key: image for key, image in self._images.items() if not in_space(image)}
+        self._images.update((image.id, image) for image in images if in_space(image))
+
+    async def image(self, image_id: str) -> Image | None:
+        return self._images.get(image_id)

@@ -6,7 +6,7 @@ import base64
 import binascii
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from authz import links, policy
 from authz.gate import Gate
@@ -37,6 +37,16 @@ class PageView:
     outline: list[dict[str, object]]
     section: str | None
     markdown: str
+
+
+@dataclass(frozen=True)
+class ImageView:
+    id: str
+    page_id: str
+    filename: str
+    media_type: str
+    alt_text: str
+    data: bytes = field(repr=False)
 
 
 class Navigator:
@@ -111,6 +121,17 @@ class Navigator:
         if section is not None:
             markdown = next(text for part, text in zip(parts, texts, strict=True) if part.slug == section)
         return PageView(page.id, page.title, page.url, summary.space_id, summary.ancestors, outline, section, markdown)
+
+    async def read_image(self, gate: Gate, image_id: str) -> ImageView:
+        """An image, authorized through the page that shows it (and that page's space)."""
+        kind, _ = ids.parse(image_id)
+        if kind != "image":
+            raise InvalidArgument(f"fetch_image takes an image id such as 'image:att27362100', got {image_id!r}")
+        image = await self._store.image(image_id)
+        summaries = await self._store.summaries([f"page:{image.page_id}"]) if image is not None else {}
+        if image is None or not await policy.visible_pages(gate, summaries):
+            raise NotFound(image_id)
+        return ImageView(image.id, f"page:{image.page_id}", image.filename, image.media_type, image.alt_text, image.data)
 
     async def placed(self, page_ids: Sequence[str]) -> dict[str, PageSummary]:
         """Where pages sit (space, ancestors), unauthorized: for callers that authorize them in a

@@ -11,12 +11,13 @@ import neo4j
 from neo4j import AsyncGraphDatabase
 
 from core.errors import ConfigurationError, NavigatorUnavailable
-from core.models import Page, Space
+from core.models import Image, Page, Space
 from core.settings import Neo4jSettings
 from navigator import cypher
 from navigator.base import ChildPage, Crumb, PageContent, PageSummary
 
 WRITE_BATCH = 200
+IMAGE_BATCH = 8  # images carry their bytes: small batches keep each transaction small
 
 
 def answers(settings: Neo4jSettings) -> bool:
@@ -97,12 +98,57 @@ class Neo4jStore:
                 "markdown": page.markdown,
                 "position": page.position,
                 "parent_id": f"page:{page.parent_id}" if page.parent_id else None,
+                "links": [f"page:{target}" for target in page.links],
             }
             for page in pages
         ]
         for start in range(0, len(rows), WRITE_BATCH):
             await self._write(cypher.MERGE_PAGES, pages=rows[start : start + WRITE_BATCH])
+        for start in range(0, len(rows), WRITE_BATCH):  # every page of the space exists by now
+            await self._write(cypher.SET_LINKS, pages=rows[start : start + WRITE_BATCH])
         await self._write(cypher.PRUNE_PAGES, space_id=space.id, keep=[row["id"] for row in rows])
+
+    async def sync_images(self, space: Space, images: Sequence[Image]) -> None:
+        """Write only the images that are new or changed (bytes or alt text); drop the rest."""
+        await self.ensure_schema()
+        held = {row["id"]: (row["sha256"], row["alt_text"], row["page_id"]) for row in await self._read(cypher.IMAGE_HASHES, space_id=space.id)}
+        rows = [
+            {
+                "id": image.id,
+                "page": f"page:{image.page_id}",
+                "page_id": image.page_id,
+                "space_id": space.id,
+                "filename": image.filename,
+                "media_type": image.media_type,
+                "alt_text": image.alt_text,
+                "sha256": image.sha256,
+                "data": image.data,
+            }
+            for image in images
+            if held.get(image.id) != (image.sha256, image.alt_text, image.page_id)
+        ]
+        for start in range(0, len(rows), IMAGE_BATCH):
+            await self._write(cypher.MERGE_IMAGES, images=rows[start : start + IMAGE_BATCH])
+        await self._write(cypher.PRUNE_IMAGES, space_id=space.id, keep=[image.id for image in images])
+
+    async def image(self, image_id: str) -> Image | None:
+        rows = await self._read(cypher.IMAGE, id=image_id)
+        if not rows:
+            return None
+        row = rows[0]
+        return Image(
+            attachment_id=row["id"].removeprefix("image:"),
+            page_id=row["page_id"],
+            filename=row["filename"],
+            media_type=row["media_type"],
+            alt_text=row["alt_text"],
+            sha256=row["sha256"],
+            data=bytes(row["data"]),
+        )
+
+    async def links(self, page_id: str) -> list[str]:
+        """Ids of the pages ``page_id`` links to, unauthorized: callers authorize them."""
+        return [row["id"] for row in await self._read(cypher.LINKS, id=page_id)]
 
     async def spaces(self) -> list[Space]:
         return [Space(key=r["key"], name=r["name"], url=r["url"]) for r in await self._read(cypher.SPACES)]

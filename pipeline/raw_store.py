@@ -8,6 +8,9 @@
   and two revisions kept apart: ``content_revision`` (title and text) and ``permission_revision``
   (restrictions), so a permission-only change touches tuples and nothing else.
 * ``spaces`` holds each space's readers and its watermark; ``groups`` the members of each group.
+* ``attachments`` holds the images pages show (bytes and hash), ``alt_texts`` the alt text written
+  for an image in a context (by image hash and context hash), ``page_images`` which image each
+  page shows with which alt text.
 
 Every write commits on its own: a sync killed at any point leaves a consistent store, and the
 next run picks up from it (watermarks move only after the sinks have succeeded).
@@ -69,6 +72,27 @@ CREATE TABLE IF NOT EXISTS groups (
     name TEXT PRIMARY KEY,
     members TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS attachments (
+    attachment_id TEXT PRIMARY KEY,
+    page_id TEXT NOT NULL,
+    filename TEXT NOT NULL,
+    media_type TEXT NOT NULL,
+    sha256 TEXT NOT NULL,
+    data BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS alt_texts (
+    image_sha256 TEXT NOT NULL,
+    context_sha256 TEXT NOT NULL,
+    source TEXT NOT NULL,
+    text TEXT NOT NULL,
+    PRIMARY KEY (image_sha256, context_sha256)
+);
+CREATE TABLE IF NOT EXISTS page_images (
+    page_id TEXT NOT NULL,
+    attachment_id TEXT NOT NULL,
+    alt_text TEXT NOT NULL,
+    PRIMARY KEY (page_id, attachment_id)
+);
 """
 
 
@@ -96,6 +120,29 @@ class StoredPage:
     @property
     def needs_conversion(self) -> bool:
         return self.body_version is not None and self.converted_version != self.body_version
+
+
+@dataclass(frozen=True)
+class StoredAttachment:
+    attachment_id: str
+    page_id: str
+    filename: str
+    media_type: str
+    sha256: str
+    data: bytes
+
+
+@dataclass(frozen=True)
+class PageImage:
+    """An image as the stores take it: where it is shown, its bytes and its alt text."""
+
+    page_id: str
+    attachment_id: str
+    alt_text: str
+    filename: str
+    media_type: str
+    sha256: str
+    data: bytes
 
 
 @dataclass
@@ -231,6 +278,8 @@ class RawStore:
             changes.deleted = sorted(set(held) - listed - set(moved_in))
             db.executemany("DELETE FROM pages WHERE page_id = ?", [(page_id,) for page_id in changes.deleted])
             db.executemany("DELETE FROM page_versions WHERE page_id = ?", [(page_id,) for page_id in changes.deleted])
+            db.executemany("DELETE FROM page_images WHERE page_id = ?", [(page_id,) for page_id in changes.deleted])
+            db.executemany("DELETE FROM attachments WHERE page_id = ?", [(page_id,) for page_id in changes.deleted])
             return changes
 
         return await self._write(run)
@@ -291,6 +340,47 @@ class RawStore:
     async def pages(self, space_key: str | None = None) -> list[StoredPage]:
         query = "SELECT * FROM pages" + (" WHERE space_key = ?" if space_key else "") + " ORDER BY page_id"
         return [_stored(r) for r in await self._read(query, (space_key,) if space_key else ())]
+
+    # -- images -----------------------------------------------------------------------------
+
+    async def attachment(self, attachment_id: str) -> StoredAttachment | None:
+        rows = await self._read("SELECT * FROM attachments WHERE attachment_id = ?", (attachment_id,))
+        return StoredAttachment(**dict(rows[0])) if rows else None
+
+    async def save_attachment(self, attachment: StoredAttachment) -> None:
+        await self._write(
+            lambda db: db.execute(
+                "INSERT OR REPLACE INTO attachments (attachment_id, page_id, filename, media_type, sha256, data) VALUES (?, ?, ?, ?, ?, ?)",
+                (attachment.attachment_id, attachment.page_id, attachment.filename, attachment.media_type, attachment.sha256, attachment.data),
+            )
+        )
+
+    async def cached_alt_text(self, image_sha256: str, context_sha256: str) -> str | None:
+        rows = await self._read("SELECT text FROM alt_texts WHERE image_sha256 = ? AND context_sha256 = ?", (image_sha256, context_sha256))
+        return rows[0]["text"] if rows else None
+
+    async def cache_alt_text(self, image_sha256: str, context_sha256: str, source: str, text: str) -> None:
+        await self._write(
+            lambda db: db.execute(
+                "INSERT OR REPLACE INTO alt_texts (image_sha256, context_sha256, source, text) VALUES (?, ?, ?, ?)",
+                (image_sha256, context_sha256, source, text),
+            )
+        )
+
+    async def set_page_images(self, page_id: str, alt_texts: dict[str, str]) -> None:
+        def run(db: sqlite3.Connection) -> None:
+            db.execute("DELETE FROM page_images WHERE page_id = ?", (page_id,))
+            db.executemany("INSERT INTO page_images (page_id, attachment_id, alt_text) VALUES (?, ?, ?)", [(page_id, a, t) for a, t in alt_texts.items()])
+
+        await self._write(run)
+
+    async def page_images(self) -> list[PageImage]:
+        """Every image a held page shows, with its bytes and alt text."""
+        rows = await self._read(
+            "SELECT i.page_id, i.attachment_id, i.alt_text, a.filename, a.media_type, a.sha256, a.data FROM page_images i "
+            "JOIN attachments a ON a.attachment_id = i.attachment_id JOIN pages p ON p.page_id = i.page_id ORDER BY i.attachment_id"
+        )
+        return [PageImage(**dict(row)) for row in rows]
 
     # -- plumbing -----------------------------------------------------------------------------
 

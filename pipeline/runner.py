@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from authz.client import OpenFGAClient
 from authz.tuples import confluence_tuples
-from core.models import Page, Permissions, Space
+from core.models import Image, Page, Permissions, Space
 from core.settings import Settings
 from navigator.store import Neo4jStore
 from pipeline.sinks.openfga import TupleSync, sync_tuples
@@ -50,6 +50,7 @@ async def run_sinks(
     *,
     content: bool = True,
     indexable: set[str] | None = None,
+    images: Sequence[Image] = (),
     started: float | None = None,
     open_index: Callable[[Settings], SemanticIndex] = semantic_index,
 ) -> IndexReport:
@@ -69,7 +70,9 @@ async def run_sinks(
     async with Neo4jStore(settings.neo4j) as store:
         for space in spaces:
             await store.sync_space(space, pages_by_space[space.key])
-    console.print(f"Neo4j: tree of {len(all_pages)} pages synchronised")
+            held = {page.page_id for page in pages_by_space[space.key]}
+            await store.sync_images(space, [image for image in images if image.page_id in held])
+    console.print(f"Neo4j: tree of {len(all_pages)} pages and {len(images)} images synchronised")
 
     to_index = [page for page in all_pages if indexable is None or page.page_id in indexable]
     settings.index_dir.mkdir(parents=True, exist_ok=True)

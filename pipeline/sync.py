@@ -28,13 +28,15 @@ from datetime import datetime, timedelta
 from rich.console import Console
 
 from core import ids
-from core.errors import InvalidArgument, TransformError
-from core.models import Page, Permissions, Space
+from core.errors import InvalidArgument, SourceError, TransformError
+from core.models import Image, Page, Permissions, Space
+from core.providers.base import AltTextWriter, ImageContext
 from core.settings import Settings
-from pipeline.raw_store import RawStore, StoredPage
+from pipeline.alt_text import alt_text_writer, cache_key
+from pipeline.raw_store import RawStore, StoredAttachment, StoredPage
 from pipeline.runner import IndexReport, run_sinks
-from pipeline.sources.confluence_rest import ConfluenceRestSource, RemoteSpace
-from pipeline.transform.confluence import to_markdown
+from pipeline.sources.confluence_rest import ConfluenceRestSource, RemoteAttachment, RemoteSpace
+from pipeline.transform.confluence import Converted, ImageRef, to_markdown
 from retrievers.factory import semantic_index
 from retrievers.lightrag_adapter import SemanticIndex
 
@@ -50,6 +52,7 @@ class SyncReport:
     permission_only: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)  # page id → why it could not be converted
     converted: int = 0
+    alt_text_calls: int = 0
     rest_calls: int = 0
     sinks: IndexReport | None = None
     seconds: float = 0.0
@@ -110,7 +113,7 @@ async def run_sync(
         console.print(f"{key}: {len(fetched)} bodies fetched" + (f" since {since:%Y-%m-%d %H:%M} UTC" if since else ""))
 
     if not permissions_only:
-        await _convert(source, store, report, console)
+        await _convert(source, store, alt_text_writer(settings.gemini), report, console)
     spaces = await store.spaces()
     wanted = [s for s in spaces if s.key in settings.confluence.spaces]
     groups = sorted({g for s in wanted for g in s.reader_groups} | {g for p in await store.pages() for g in p.read_groups})
@@ -121,6 +124,12 @@ async def run_sync(
     pages_by_space = _placed_pages(stored)
     permissions = _permissions(wanted, stored, await store.groups())
     indexable = {page.page_id for page in stored if page.markdown is not None}
+    held_ids = {page.page_id for pages in pages_by_space.values() for page in pages}
+    images = [
+        Image(attachment_id=i.attachment_id, page_id=i.page_id, filename=i.filename, media_type=i.media_type, alt_text=i.alt_text, sha256=i.sha256, data=i.data)
+        for i in await store.page_images()
+        if i.page_id in held_ids
+    ]
     report.sinks = await run_sinks(
         settings,
         [Space(key=s.key, name=s.name, url=s.url) for s in wanted],
@@ -129,6 +138,7 @@ async def run_sync(
         console,
         content=not permissions_only,
         indexable=indexable,
+        images=images,
         started=started,
         open_index=open_index,
     )
@@ -141,7 +151,7 @@ async def run_sync(
     return report
 
 
-async def _convert(source: ConfluenceRestSource, store: RawStore, report: SyncReport, console: Console) -> None:
+async def _convert(source: ConfluenceRestSource, store: RawStore, writer: AltTextWriter, report: SyncReport, console: Console) -> None:
     everything = await store.pages()
     titles = {(page.space_key, page.title): page.page_id for page in everything}
     for page in everything:
@@ -150,21 +160,66 @@ async def _convert(source: ConfluenceRestSource, store: RawStore, report: SyncRe
         body = await store.body(page.page_id, page.body_version)
         if body is None:
             continue
-        attachments: dict[str, str] = {}
+        attached: dict[str, RemoteAttachment] = {}
         if "<ri:attachment" in body:
-            attachments = {a.filename: a.attachment_id for a in await source.attachments(page.page_id)}
-        try:
-            converted = to_markdown(
-                body, space_key=page.space_key, resolve_page=lambda space, title: titles.get((space, title)), attachments=attachments
+            attached = {a.filename: a for a in await source.attachments(page.page_id)}
+
+        def convert(alt_texts: dict[str, str] | None = None) -> Converted:
+            return to_markdown(
+                body,
+                space_key=page.space_key,
+                resolve_page=lambda space, title: titles.get((space, title)),
+                attachments={name: a.attachment_id for name, a in attached.items()},
+                alt_texts=alt_texts,
             )
-        except TransformError as exc:
+
+        try:
+            converted = convert()
+            alt_texts = await _alt_texts(source, store, writer, page.page_id, page.title, converted.images, attached, report)
+            if alt_texts:
+                converted = convert(alt_texts)  # the same text, the images' alt text filled in
+        except (TransformError, SourceError) as exc:
             report.failed[page.page_id] = str(exc)
             await store.save_conversion_error(page.page_id, str(exc))
             continue
+        await store.set_page_images(page.page_id, alt_texts)
         await store.save_conversion(page.page_id, page.body_version, _with_title(page.title, converted.markdown), converted.links, page.title)
         report.converted += 1
     if report.converted:
-        console.print(f"converted {report.converted} page(s) to Markdown")
+        console.print(f"converted {report.converted} page(s) to Markdown ({report.alt_text_calls} alt-text call(s))")
+
+
+async def _alt_texts(
+    source: ConfluenceRestSource,
+    store: RawStore,
+    writer: AltTextWriter,
+    page_id: str,
+    title: str,
+    images: Sequence[ImageRef],
+    attached: dict[str, RemoteAttachment],
+    report: SyncReport,
+) -> dict[str, str]:
+    """Alt text for each image of a page (attachment id → text): from the cache when the same image
+    sat in the same context before, else written now. Image bytes are kept in the raw store."""
+    found: dict[str, str] = {}
+    for ref in images:
+        remote = attached.get(ref.filename)
+        if remote is None:
+            continue
+        held = await store.attachment(remote.attachment_id)
+        if held is None or held.filename != remote.filename or len(held.data) != remote.size:
+            data = await source.download(remote)
+            held = StoredAttachment(remote.attachment_id, page_id, remote.filename, remote.media_type, hashlib.sha256(data).hexdigest(), data)
+            await store.save_attachment(held)
+        image = ImageContext(held.filename, held.media_type, held.data, title, ref.heading_path, ref.context, ref.alt)
+        image_hash, context_hash = cache_key(image, writer.source)
+        text = await store.cached_alt_text(image_hash, context_hash)
+        if text is None:
+            text = await writer.describe(image)
+            report.alt_text_calls += 1
+            await store.cache_alt_text(image_hash, context_hash, writer.source, text)
+        found[ref.attachment_id] = text
+    return found
 
 
 def _with_title(title: str, markdown: str) -> str:
@@ -199,6 +254,7 @@ def _placed_pages(stored: Sequence[StoredPage]) -> dict[str, list[Page]]:
                     position=position,
                     url=page.url,
                     markdown=page.markdown or "",
+                    links=tuple(link for link in page.links if link != page.page_id),
                 )
             )
             walk(page.page_id)

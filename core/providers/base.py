@@ -48,3 +48,25 @@ class Extractor(Protocol):
     def keywords(self, query: str) -> tuple[list[str], list[str]]:
         """``(high_level, low_level)`` keywords: themes and concepts, then named things."""
         ...
+
+
+@dataclass(frozen=True)
+class ImageContext:
+    """An image and where it sits: what alt text is written from."""
+
+    filename: str
+    media_type: str
+    data: bytes
+    page_title: str
+    heading_path: tuple[str, ...]
+    context: str  # the text around the image
+    caption: str  # the author's caption or alt text, if any
+
+
+@runtime_checkable
+class AltTextWriter(Protocol):
+    """Writes alt text for an image in its context. ``source`` names the writer in the cache."""
+
+    source: str
+
+    async def describe(self, image: ImageContext) -> str: ...

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import uvicorn
+from starlette.types import ASGIApp
 
 from devstack.atlassian.admin import Emulator
 from devstack.atlassian.server import create_app
@@ -19,14 +20,21 @@ STARTUP_TIMEOUT_S = 10.0
 @contextmanager
 def serving(emulator: Emulator, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
     """Yield the emulator's root URL (``http://127.0.0.1:<port>``) while it serves."""
-    config = uvicorn.Config(create_app(emulator), host=host, port=port, log_level="warning", lifespan="off", access_log=False)
+    with serving_app(create_app(emulator), host, port) as url:
+        yield url
+
+
+@contextmanager
+def serving_app(app: ASGIApp, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+    """Serve any ASGI app (the emulator, a fake Gemini) on loopback in a thread."""
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off", access_log=False)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="atlassian-emulator", daemon=True)
     thread.start()
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while not server.started:
         if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError(f"the Atlassian emulator did not start on {host}:{port}")
+            raise RuntimeError(f"the local server did not start on {host}:{port}")
         time.sleep(0.01)
     bound = server.servers[0].sockets[0].getsockname()[1]
     try:

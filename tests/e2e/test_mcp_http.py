@@ -3,6 +3,8 @@ LightRAG), with bearer tokens. What each user gets back is checked against the H
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 from collections.abc import Iterator
 from functools import partial
@@ -127,6 +129,24 @@ async def test_hidden_and_missing_pages_give_byte_identical_errors(mcp_url):
     hidden_children = await call(url, "bob", "list_children", id=f"page:{DESIGN_DOCS}")
     missing_children = await call(url, "bob", "list_children", id="page:99999999")
     assert hidden_children == missing_children == hidden
+
+
+async def test_images_come_with_alt_text_and_only_with_their_page(mcp_url, hive_slice: HiveSlice):
+    url, _ = mcp_url
+    design_image = "image:att34177453"  # Correlation Optimizer, under DesignDocs
+    async with Client(url, auth=TOKENS["alice"]) as client:
+        result = await client.call_tool("fetch_image", {"id": design_image})
+    picture, about = result.content
+    expected = hive_slice.site.attachments["att34177453"]
+    assert picture.type == "image" and base64.b64decode(picture.data) == expected.data and picture.mime_type == expected.media_type
+    described = json.loads(about.text)
+    assert described["page_id"] == "page:34019487" and described["alt_text"]
+    fetched = await call(url, "alice", "fetch", id="page:34019487")
+    assert f'<img id="{design_image}" alt-text=' in fetched["markdown"]
+    hidden = await call(url, "bob", "fetch_image", id=design_image)
+    missing = await call(url, "bob", "fetch_image", id="image:att99999999")
+    assert hidden.startswith("not_found:") and hidden == missing
+    assert (await call(url, "bob", "fetch_image", id="page:34019487")).startswith("invalid_argument:")
 
 
 async def test_carol_sees_nothing(mcp_url):

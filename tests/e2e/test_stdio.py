@@ -32,7 +32,7 @@ def environment(settings: Settings, principal: str | None) -> dict[str, str]:
 def stdio_client(settings: Settings, principal: str) -> Client:
     transport = StdioTransport(
         command=sys.executable,
-        args=["-m", "core.cli", "serve", "--transport", "stdio"],
+        args=["-m", "cli", "serve", "--transport", "stdio"],
         env=environment(settings, principal),
         cwd=str(REPO),
     )
@@ -50,7 +50,7 @@ async def test_stdio_serves_the_configured_user_only(indexed, services: Settings
 
 def test_stdio_without_a_principal_refuses_to_start(services: Settings):
     run = subprocess.run(
-        [sys.executable, "-m", "core.cli", "serve", "--transport", "stdio"],
+        [sys.executable, "-m", "cli", "serve", "--transport", "stdio"],
         env=environment(services, None), cwd=REPO, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
     )
     assert run.returncode == 1

@@ -4,6 +4,7 @@ restriction and a membership change, each of which must reach every store — an
 
 from __future__ import annotations
 
+import html
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -13,6 +14,7 @@ from rich.console import Console
 
 from authz.client import OpenFGAClient
 from authz.gate import Gate
+from core.errors import NotFound
 from core.models import Principal
 from core.settings import Settings
 from devstack import stack
@@ -21,11 +23,13 @@ from devstack.atlassian.runner import serving
 from devstack.atlassian.site import Site, User
 from navigator.navigator import Navigator
 from navigator.store import Neo4jStore
+from pipeline.alt_text import OFFLINE_PREFIX
 from pipeline.raw_store import RawStore
 from pipeline.sources.confluence_rest import ConfluenceRestSource
 from pipeline.sync import run_sync
 
 ADMIN = "admin-token-for-sync-tests"
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(64))
 SYNC = "sync-bot"
 
 
@@ -45,7 +49,14 @@ def small_site(clock: Clock) -> Site:
     site.add_group("eng", {"alice", "bob"})
     site.add_group("eng-leads", {"alice"})
     site.add_space("ENG", "Engineering", readers_groups={"eng"})
-    site.create_page("ENG", "Handbook", "<h1>Handbook</h1><p>How we work.</p>", page_id="100", by="alice")
+    site.create_page(
+        "ENG",
+        "Handbook",
+        '<h1>Handbook</h1><h2>Flow</h2><p>How we work, from ticket to release:</p><ac:image><ri:attachment ri:filename="flow.png" /></ac:image>',
+        page_id="100",
+        by="alice",
+    )
+    site.add_attachment("100", "flow.png", "image/png", PNG, by="alice", attachment_id="att900")
     site.create_page("ENG", "Oncall", "<p>Pager rotation and escalation policy.</p>", parent_id="100", page_id="101", by="alice")
     site.create_page("ENG", "Leads", "<p>Hiring plans for the quarter.</p>", page_id="200", by="alice")
     site.create_page("ENG", "Budget", "<p>Headcount budget figures.</p>", parent_id="200", page_id="201", by="alice")
@@ -108,7 +119,25 @@ async def test_a_full_sync_fills_every_store(own):
         async with OpenFGAClient(settings.openfga) as fga:
             page = await Navigator(store).read_page(Gate(fga, Principal(user="bob")), "page:300")
     assert "[oncall](page:101)" in page.markdown and "```bash\nsystemctl restart metastore\n```" in page.markdown
+    async with Neo4jStore(settings.neo4j) as store:
+        assert await store.links("page:300") == ["page:101"]  # a LINKS_TO edge from the text's link
     assert set(manifest(settings)) == {"page:100", "page:101", "page:200", "page:201", "page:300"}
+    assert report.alt_text_calls == 1
+
+
+async def read_image(settings: Settings, user: str, image_id: str):
+    async with Neo4jStore(settings.neo4j) as store, OpenFGAClient(settings.openfga) as fga:
+        return await Navigator(store).read_image(Gate(fga, Principal(user=user)), image_id)
+
+
+async def test_images_are_served_with_alt_text_through_their_page(own):
+    settings, _, _ = own
+    image = await read_image(settings, "bob", "image:att900")
+    assert image.data == PNG and image.media_type == "image/png" and image.page_id == "page:100"
+    assert image.alt_text.startswith(OFFLINE_PREFIX) and "Flow" in image.alt_text and "ticket to release" in image.alt_text
+    async with Neo4jStore(settings.neo4j) as store, OpenFGAClient(settings.openfga) as fga:
+        page = await Navigator(store).read_page(Gate(fga, Principal(user="bob")), "page:100")
+    assert f'<img id="image:att900" alt-text="{html.escape(image.alt_text)}"/>' in page.markdown
 
 
 async def test_a_sync_without_changes_fetches_and_indexes_nothing(own):
@@ -116,6 +145,7 @@ async def test_a_sync_without_changes_fetches_and_indexes_nothing(own):
     report = await sync(settings)
     assert (report.added, report.changed, report.moved, report.deleted, report.permission_only) == ([], [], [], [], [])
     assert report.converted == 0 and report.sinks.index.indexed == 0 and report.sinks.tuples.written == 0
+    assert report.alt_text_calls == 0
 
 
 async def test_each_kind_of_change_reaches_every_store_and_nothing_else_is_redone(own):
@@ -134,9 +164,16 @@ async def test_each_kind_of_change_reaches_every_store_and_nothing_else_is_redon
     after = manifest(settings)
     assert "page:201" not in after and after["page:300"] != before["page:300"] and after["page:200"] == before["page:200"]
     assert await visible(settings, "alice", "100", "200") == {"page:100"}
+    with pytest.raises(NotFound) as hidden:
+        await read_image(settings, "bob", "image:att900")  # its page is alice's alone now
+    with pytest.raises(NotFound) as missing:
+        await read_image(settings, "bob", "image:att999")
+    assert str(hidden.value).replace("att900", "X") == str(missing.value).replace("att999", "X")
+    assert (await read_image(settings, "alice", "image:att900")).data == PNG
     assert await visible(settings, "bob", "100", "101") == {"page:101"}  # Oncall left Handbook for Runbook
     async with Neo4jStore(settings.neo4j) as store:
         placed = await store.summaries(["page:101"])
+        assert await store.links("page:300") == []  # the edit took the link out of the text
     assert [crumb.id for crumb in placed["page:101"].ancestors] == ["page:300"]
 
 

@@ -78,7 +78,7 @@ def _sync_killed_when(env: dict[str, str], ready) -> bool:
     """Start ``wayfinder sync`` and SIGKILL it as soon as ``ready()`` holds; True if it was killed
     before it could finish."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "core.cli", "sync"], cwd=REPO, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        [sys.executable, "-m", "cli", "sync"], cwd=REPO, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
         deadline = time.monotonic() + 300

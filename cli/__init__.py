@@ -1,0 +1,1 @@
+"""The ``wayfinder`` command: the composition root, at the top of the layer stack."""
