@@ -128,6 +128,10 @@ class ConfluenceSettings(BaseModel):
         "are minute-precise and clocks drift."
     )
     page_size: int = Field(50, ge=1, le=100, description="Pages per REST call.")
+    max_deleted_share: float = Field(
+        0.5, gt=0, le=1, description="Largest share of a space's pages one sync may delete (when over 20); above it the "
+        "sync stops and changes nothing, so a listing cut short cannot empty the stores."
+    )
     timeout_s: float = Field(30.0, gt=0, description="Timeout of one REST call.")
     max_attempts: int = Field(6, ge=1, description="Attempts per REST call under 429/5xx and dropped connections (Retry-After is honoured).")
     emulator_host: str = Field("127.0.0.1", description="Loopback address of the local emulator.")

@@ -17,7 +17,6 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from fastmcp import Client
@@ -29,6 +28,7 @@ from authz.client import OpenFGAClient
 from authz.tuples import SOURCE_TYPES
 from core.settings import Settings
 from devstack import stack
+from devstack.reports import write_report
 from devstack.serving import serving
 from mcp_app.auth import StaticTokens, http_identity
 from mcp_app.server import Services, create_server, open_services
@@ -143,10 +143,7 @@ async def run_bench_authz(settings: Settings, console: Console) -> dict[str, Any
     finally:
         stack.down(memory, only={"openfga"})
     _show(report, console)
-    path: Path = settings.data_dir / "reports" / REPORT
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2) + "\n")
-    console.print(f"report: {path}")
+    console.print(f"report: {write_report(settings, REPORT, report)}")
     return report
 
 

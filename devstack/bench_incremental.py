@@ -21,7 +21,6 @@ import secrets
 import shutil
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,6 +35,7 @@ from core.providers.base import Embedder, Extraction, Extractor
 from core.providers.local import LocalEmbedder, LocalExtractor
 from core.settings import Settings
 from devstack import stack
+from devstack.reports import write_report
 from devstack.atlassian.admin import Emulator
 from devstack.atlassian.hive import seed_hive
 from devstack.atlassian.runner import serving
@@ -138,10 +138,7 @@ async def run_bench_incremental(settings: Settings, console: Console) -> dict[st
         "all_changes_reached_every_store": all(v["ok"] for v in verdicts),
     }
     _show(report, console)
-    path: Path = settings.data_dir / "reports" / REPORT
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2) + "\n")
-    console.print(f"report: {path}")
+    console.print(f"report: {write_report(settings, REPORT, report)}")
     return report
 
 

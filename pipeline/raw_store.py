@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from core.errors import SourceError
 from pipeline.sources.confluence_rest import RemotePage, RemoteSpace
 
 _SCHEMA = """
@@ -225,20 +226,17 @@ class RawStore:
 
     # -- pages --------------------------------------------------------------------------------
 
-    async def reconcile(self, space_key: str, listing: Sequence[RemotePage]) -> Reconciled:
+    async def reconcile(self, space_key: str, listing: Sequence[RemotePage], *, max_deleted_share: float = 1.0) -> Reconciled:
         """Make the store's tree and restrictions of ``space_key`` those of ``listing``. Bodies are
-        kept; pages no longer listed are deleted (with their history)."""
+        kept; pages no longer listed are deleted (with their history). A listing that would delete
+        more than ``max_deleted_share`` of the space's pages (over 20 of them) changes nothing and
+        raises: a listing cut short must not empty every store."""
 
         def run(db: sqlite3.Connection) -> Reconciled:
             held = {r["page_id"]: r for r in db.execute("SELECT * FROM pages WHERE space_key = ?", (space_key,))}
             # A page listed here may have been held under another space: it moved between spaces.
-            moved_in = {
-                r["page_id"]: r
-                for r in db.execute(
-                    f"SELECT * FROM pages WHERE space_key != ? AND page_id IN ({','.join('?' * len(listing))})",
-                    (space_key, *[p.page_id for p in listing]),
-                )
-            } if listing else {}
+            listed_ids = {p.page_id for p in listing}
+            moved_in = {r["page_id"]: r for r in db.execute("SELECT * FROM pages WHERE space_key != ?", (space_key,)) if r["page_id"] in listed_ids}
             held |= moved_in
             changes = Reconciled()
             for page in listing:
@@ -260,22 +258,15 @@ class RawStore:
                     "position = excluded.position, version = excluded.version, last_modified = excluded.last_modified, "
                     "url = excluded.url, read_users = excluded.read_users, read_groups = excluded.read_groups, "
                     "permission_revision = excluded.permission_revision",
-                    (
-                        page.page_id,
-                        page.space_key,
-                        page.title,
-                        page.parent_id,
-                        page.position,
-                        page.version,
-                        page.last_modified.isoformat(),
-                        page.url,
-                        json.dumps(page.read_users),
-                        json.dumps(page.read_groups),
-                        revision,
-                    ),
+                    _page_row(page),
                 )
             listed = {page.page_id for page in listing}
             changes.deleted = sorted(set(held) - listed - set(moved_in))
+            if len(changes.deleted) > 20 and len(changes.deleted) > max_deleted_share * len(held):
+                raise SourceError(
+                    f"the listing of space {space_key} would delete {len(changes.deleted)} of its {len(held)} pages; nothing "
+                    "was changed. If that many pages really went, raise WAYFINDER_CONFLUENCE__MAX_DELETED_SHARE for one run."
+                )
             db.executemany("DELETE FROM pages WHERE page_id = ?", [(page_id,) for page_id in changes.deleted])
             db.executemany("DELETE FROM page_versions WHERE page_id = ?", [(page_id,) for page_id in changes.deleted])
             db.executemany("DELETE FROM page_images WHERE page_id = ?", [(page_id,) for page_id in changes.deleted])
@@ -299,23 +290,14 @@ class RawStore:
             db.execute(
                 "INSERT INTO pages (page_id, space_key, title, parent_id, position, version, last_modified, url, read_users, "
                 "read_groups, permission_revision, body_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (page_id) DO UPDATE SET title = excluded.title, version = excluded.version, "
-                "last_modified = excluded.last_modified, url = excluded.url, body_version = excluded.body_version "
-                "WHERE excluded.version >= pages.version",
-                (
-                    page.page_id,
-                    page.space_key,
-                    page.title,
-                    page.parent_id,
-                    page.position,
-                    page.version,
-                    page.last_modified.isoformat(),
-                    page.url,
-                    json.dumps(page.read_users),
-                    json.dumps(page.read_groups),
-                    permission_revision(page.read_users, page.read_groups),
-                    page.version,
-                ),
+                # A body fetched after the listing is newer than it: its place and restrictions win too,
+                # or text restricted meanwhile would be published under the old, open restrictions.
+                "ON CONFLICT (page_id) DO UPDATE SET space_key = excluded.space_key, title = excluded.title, "
+                "parent_id = excluded.parent_id, position = excluded.position, version = excluded.version, "
+                "last_modified = excluded.last_modified, url = excluded.url, read_users = excluded.read_users, "
+                "read_groups = excluded.read_groups, permission_revision = excluded.permission_revision, "
+                "body_version = excluded.body_version WHERE excluded.version >= pages.version",
+                (*_page_row(page), page.version),
             )
 
         await self._write(run)
@@ -404,6 +386,23 @@ class RawStore:
                 db.close()
 
         return await asyncio.to_thread(run)
+
+
+def _page_row(page: RemotePage) -> tuple[object, ...]:
+    """The ``pages`` columns a listing or a fetch sets, in the order the INSERTs name them."""
+    return (
+        page.page_id,
+        page.space_key,
+        page.title,
+        page.parent_id,
+        page.position,
+        page.version,
+        page.last_modified.isoformat(),
+        page.url,
+        json.dumps(page.read_users),
+        json.dumps(page.read_groups),
+        permission_revision(page.read_users, page.read_groups),
+    )
 
 
 def _stored(row: sqlite3.Row) -> StoredPage:

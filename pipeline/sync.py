@@ -76,72 +76,36 @@ async def run_sync(
     started = time.monotonic()
     report = SyncReport()
     calls_before = source.calls
-    new_watermarks: dict[str, datetime] = {}
-    for key in settings.confluence.spaces:
+    keys = settings.confluence.spaces
+    permission_changes: dict[str, list[str]] = {}
+    for key in keys:
         await store.save_space(await source.space(key))
         listing = await source.list_pages(key)
-        changes = await store.reconcile(key, listing)
+        changes = await store.reconcile(key, listing, max_deleted_share=settings.confluence.max_deleted_share)
         report.added += changes.added
         report.moved += changes.moved
         report.deleted += changes.deleted
+        permission_changes[key] = changes.permissions_changed
         console.print(f"{key}: {len(listing)} pages listed; {len(changes.added)} new, {len(changes.deleted)} deleted, {len(changes.moved)} moved")
-        if permissions_only:
-            report.permission_only += changes.permissions_changed
-            continue
-        had_body = {page.page_id for page in await store.pages(key) if page.body_version is not None}
-        watermark = await store.watermark(key)
-        since = watermark - timedelta(minutes=settings.confluence.overlap_minutes) if watermark else None
-        held = {page.page_id: page for page in await store.pages(key)}
-        newest = watermark
-        fetched: set[str] = set()
-        async for batch in source.changed_pages(key, since):
-            for page in batch:
-                newest = max(newest, page.last_modified) if newest else page.last_modified
-                if page.page_id not in held or held[page.page_id].body_version != page.version:
-                    await store.save_body(page)
-                    fetched.add(page.page_id)
-        for page in await store.pages(key):
-            if page.needs_body:  # listed with a newer version than any body the date query brought
-                remote = await source.page(page.page_id)
-                if remote is not None:
-                    await store.save_body(remote)
-                    fetched.add(page.page_id)
-        report.changed += sorted(fetched & had_body)
-        report.permission_only += sorted(set(changes.permissions_changed) - fetched)
+    await _read_groups(source, store, keys)
+    # Permissions reach OpenFGA first, before any body is fetched or converted: a revoked
+    # restriction or membership never waits for the slow stages.
+    report.sinks = await _sinks(settings, store, console, content=False, started=started, open_index=open_index)
+
+    new_watermarks: dict[str, datetime] = {}
+    for key in [] if permissions_only else keys:
+        fetched, newest = await _collect(settings, source, store, key, console)
+        report.changed += sorted(fetched - set(report.added))
+        report.permission_only += sorted(set(permission_changes[key]) - fetched)
         if newest is not None:
             new_watermarks[key] = newest
-        console.print(f"{key}: {len(fetched)} bodies fetched" + (f" since {since:%Y-%m-%d %H:%M} UTC" if since else ""))
-
-    if not permissions_only:
+    if permissions_only:
+        report.permission_only = sorted(p for changed in permission_changes.values() for p in changed)
+    else:
         await _convert(source, store, alt_text_writer(settings.gemini), report, console)
-    spaces = await store.spaces()
-    wanted = [s for s in spaces if s.key in settings.confluence.spaces]
-    groups = sorted({g for s in wanted for g in s.reader_groups} | {g for p in await store.pages() for g in p.read_groups})
-    await store.save_groups({name: await source.group_members(name) for name in groups})
+        await _read_groups(source, store, keys)  # bodies fetched since may name groups the listing did not
+        report.sinks = await _sinks(settings, store, console, content=True, started=started, open_index=open_index)
     report.rest_calls = source.calls - calls_before
-
-    stored = [page for page in await store.pages() if page.space_key in settings.confluence.spaces]
-    pages_by_space = _placed_pages(stored)
-    permissions = _permissions(wanted, stored, await store.groups())
-    indexable = {page.page_id for page in stored if page.markdown is not None}
-    held_ids = {page.page_id for pages in pages_by_space.values() for page in pages}
-    images = [
-        Image(attachment_id=i.attachment_id, page_id=i.page_id, filename=i.filename, media_type=i.media_type, alt_text=i.alt_text, sha256=i.sha256, data=i.data)
-        for i in await store.page_images()
-        if i.page_id in held_ids
-    ]
-    report.sinks = await run_sinks(
-        settings,
-        [Space(key=s.key, name=s.name, url=s.url) for s in wanted],
-        {s.key: pages_by_space.get(s.key, []) for s in wanted},
-        permissions,
-        console,
-        content=not permissions_only,
-        indexable=indexable,
-        images=images,
-        started=started,
-        open_index=open_index,
-    )
     for key, when in new_watermarks.items():
         await store.set_watermark(key, when)
     report.seconds = time.monotonic() - started
@@ -149,6 +113,67 @@ async def run_sync(
     for page_id, why in sorted(report.failed.items()):
         console.print(f"[yellow]page {page_id} not converted, retried next run:[/yellow] {why}")
     return report
+
+
+async def _collect(settings: Settings, source: ConfluenceRestSource, store: RawStore, key: str, console: Console) -> tuple[set[str], datetime | None]:
+    """Bodies of the space's pages changed since the watermark (less the overlap), then by id any
+    page still listed with a newer version than the body held. Returns the pages fetched and the
+    newest modification time seen."""
+    watermark = await store.watermark(key)
+    since = watermark - timedelta(minutes=settings.confluence.overlap_minutes) if watermark else None
+    held = {page.page_id: page for page in await store.pages(key)}
+    newest = watermark
+    fetched: set[str] = set()
+    async for batch in source.changed_pages(key, since):
+        for page in batch:
+            newest = max(newest, page.last_modified) if newest else page.last_modified
+            if page.page_id not in held or held[page.page_id].body_version != page.version:
+                await store.save_body(page)
+                fetched.add(page.page_id)
+    for page in await store.pages(key):
+        if page.needs_body:  # a change the date query missed
+            remote = await source.page(page.page_id)
+            if remote is not None:
+                await store.save_body(remote)
+                fetched.add(page.page_id)
+    console.print(f"{key}: {len(fetched)} bodies fetched" + (f" since {since:%Y-%m-%d %H:%M} UTC" if since else ""))
+    return fetched, newest
+
+
+async def _read_groups(source: ConfluenceRestSource, store: RawStore, keys: Sequence[str]) -> None:
+    """Members of every group a synced space or page names."""
+    spaces = [s for s in await store.spaces() if s.key in keys]
+    pages = [p for p in await store.pages() if p.space_key in keys]
+    groups = sorted({g for s in spaces for g in s.reader_groups} | {g for p in pages for g in p.read_groups})
+    await store.save_groups({name: await source.group_members(name) for name in groups})
+
+
+async def _sinks(
+    settings: Settings, store: RawStore, console: Console, *, content: bool, started: float, open_index: Callable[[Settings], SemanticIndex]
+) -> IndexReport:
+    """The raw store's view of the synced spaces, handed to the sinks (OpenFGA only, or all)."""
+    keys = settings.confluence.spaces
+    wanted = [s for s in await store.spaces() if s.key in keys]
+    stored = [page for page in await store.pages() if page.space_key in keys]
+    pages_by_space = _placed_pages(stored)
+    held_ids = {page.page_id for pages in pages_by_space.values() for page in pages}
+    images = [
+        Image(attachment_id=i.attachment_id, page_id=i.page_id, filename=i.filename, media_type=i.media_type, alt_text=i.alt_text, sha256=i.sha256, data=i.data)
+        for i in (await store.page_images() if content else [])
+        if i.page_id in held_ids
+    ]
+    return await run_sinks(
+        settings,
+        [Space(key=s.key, name=s.name, url=s.url) for s in wanted],
+        {s.key: pages_by_space.get(s.key, []) for s in wanted},
+        _permissions(wanted, stored, await store.groups()),
+        console,
+        content=content,
+        indexable={page.page_id for page in stored if page.markdown is not None},
+        images=images,
+        started=started,
+        open_index=open_index,
+    )
 
 
 async def _convert(source: ConfluenceRestSource, store: RawStore, writer: AltTextWriter, report: SyncReport, console: Console) -> None:
@@ -277,10 +302,16 @@ def _subjects(users: Iterable[str], groups: Iterable[str]) -> tuple[str, ...]:
 
 def safe_name(name: str) -> str:
     """A Confluence user or group name as a Wayfinder id. Names OpenFGA cannot hold (spaces,
-    ':', '#', …) become a stable digest: the same name maps to the same id everywhere, so a
-    restriction to such a group still restricts (dropping it would widen the page)."""
+    ':', '#', …), and names that start with the digests' prefix ``x-``, become a stable digest: the
+    same name maps to the same id everywhere, so a restriction to such a group still restricts
+    (dropping it would widen the page)."""
     try:
         ids.user_id(name)
-        return name
     except InvalidArgument:
-        return "x-" + hashlib.sha256(name.encode()).hexdigest()[:32]
+        return _digest_name(name)
+    # The digests' own prefix is reserved: a user named like a digest must not pass as its owner.
+    return _digest_name(name) if name.startswith("x-") else name
+
+
+def _digest_name(name: str) -> str:
+    return "x-" + hashlib.sha256(name.encode()).hexdigest()[:32]

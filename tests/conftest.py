@@ -81,9 +81,11 @@ def services(settings: Settings, hive_slice: HiveSlice):
     served over HTTP; the settings returned sync from it."""
     with serving(Emulator(hive_slice.site, secrets.token_urlsafe(32))) as url:
         synced = synced_from(settings, url)
-        stack.up(synced)
-        yield synced
-        stack.down(synced)
+        try:
+            stack.up(synced)
+            yield synced
+        finally:
+            stack.down(synced)
 
 
 @pytest.fixture(scope="session")

@@ -70,6 +70,8 @@ class GeminiAltText:
                     response = await asyncio.to_thread(self._client.models.generate_content, model=self._settings.model, contents=contents)
         except errors.APIError as exc:
             raise SourceError(f"Gemini could not describe {image.filename}: {exc.code} {exc.message}") from exc
+        except httpx.HTTPError as exc:  # timeouts and refused connections come through the SDK as they are
+            raise SourceError(f"Gemini could not describe {image.filename}: {type(exc).__name__}: {exc}") from exc
         text = " ".join((response.text or "").split())
         if not text:
             raise SourceError(f"Gemini returned no alt text for {image.filename}")

@@ -41,22 +41,8 @@ class Fault:
 
 @dataclass
 class Emulator:
-    site: Site
-    faults: list[Fault] = field(default_factory=list)
-    requests: collections.Counter[str] = field(default_factory=collections.Counter)
+    """The emulated site, the faults waiting to be served, and a count of REST calls by kind."""
 
-    def take_fault(self, path: str) -> Fault | None:
-        for fault in self.faults:
-            if re.search(fault.path, path):
-                fault.times -= 1
-                if fault.times <= 0:
-                    self.faults.remove(fault)
-                return fault
-        return None
-
-
-@dataclass
-class Emulator:
     site: Site
     admin_token: str
     faults: list[Fault] = field(default_factory=list)

@@ -3,6 +3,8 @@ Confluence site is configured)."""
 
 from __future__ import annotations
 
+import asyncio
+import fcntl
 import os
 import sys
 import urllib.error
@@ -80,6 +82,15 @@ def sync_source(settings: Settings) -> ConfluenceRestSource:
 
 
 async def sync_configured(settings: Settings, console: Console, *, permissions_only: bool = False) -> SyncReport:
-    """One ``wayfinder sync`` of the configured site (or the emulator) into the configured stores."""
-    store = await RawStore(settings.raw_store_path).open()
-    return await run_sync(settings, sync_source(settings), store, console, permissions_only=permissions_only)
+    """One ``wayfinder sync`` of the configured site (or the emulator) into the configured stores.
+    Runs one at a time per data directory: a full sync that read permissions before a
+    permissions-only pass must not write its older view after it."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    with open(settings.data_dir / "sync.lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            console.print("waiting for the sync already running in this data directory")
+            await asyncio.to_thread(fcntl.flock, lock, fcntl.LOCK_EX)
+        store = await RawStore(settings.raw_store_path).open()
+        return await run_sync(settings, sync_source(settings), store, console, permissions_only=permissions_only)

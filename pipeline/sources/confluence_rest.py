@@ -23,8 +23,9 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import requests
@@ -115,8 +116,13 @@ class ConfluenceRestSource:
         body = await self._get_json(f"rest/api/space/{key}", {"expand": "permissions"})
         if body is None:
             raise SourceError(f"Confluence has no space {key!r}, or the sync account may not read it")
+        if "permissions" not in body:
+            raise SourceError(
+                f"Confluence did not list the permissions of space {key!r} (expand=permissions): the sync account "
+                "must be allowed to read them"
+            )
         users, groups = [], []
-        for permission in body.get("permissions", []):
+        for permission in body["permissions"]:
             operation = permission.get("operation", {})
             if operation.get("operation") != "read" or operation.get("targetType") != "space":
                 continue
@@ -137,7 +143,9 @@ class ConfluenceRestSource:
     async def list_pages(self, space_key: str) -> list[RemotePage]:
         """Every page of the space, without bodies: what a reconcile compares against the store."""
         found: list[RemotePage] = []
-        async for batch in self._paged("rest/api/content/search", {"cql": f'space = "{space_key}" AND type = page', "expand": PAGE_FIELDS}):
+        # A stable order, so that paging by offset neither skips nor repeats a page.
+        cql = f'space = "{space_key}" AND type = page ORDER BY created, title'
+        async for batch in self._paged("rest/api/content/search", {"cql": cql, "expand": PAGE_FIELDS}):
             found.extend(self._page(item) for item in batch)
         return found
 
@@ -147,7 +155,7 @@ class ConfluenceRestSource:
 
     async def group_members(self, name: str) -> list[str]:
         members: list[str] = []
-        path = "rest/api/group/member" if self.cloud else f"rest/api/group/{name}/member"
+        path = "rest/api/group/member" if self.cloud else f"rest/api/group/{quote(name, safe='')}/member"
         params = {"name": name} if self.cloud else {}
         async for batch in self._paged(path, params, missing_ok=True):
             members.extend(self.user_key(user) for user in batch)
@@ -199,9 +207,16 @@ class ConfluenceRestSource:
     # -- the wire -----------------------------------------------------------------------------
 
     def _page(self, item: dict[str, Any]) -> RemotePage:
+        # Where a page sits and who it is restricted to decide who may see it: an answer without
+        # them is refused, never read as "a top-level page without restrictions" (A10).
+        missing = [part for part in ("ancestors", "restrictions") if part not in item]
+        read = (item.get("restrictions") or {}).get("read", {}).get("restrictions", {})
+        missing += [f"restrictions.read.restrictions.{kind}" for kind in ("user", "group") if "restrictions" in item and kind not in read]
+        if missing:
+            raise SourceError(f"Confluence sent page {item.get('id', '?')} without {', '.join(missing)}: refusing to guess who may see it")
         try:
-            ancestors = item.get("ancestors") or []
-            restrictions = item.get("restrictions", {}).get("read", {}).get("restrictions", {})
+            ancestors = item["ancestors"]
+            restrictions = read
             position = (item.get("extensions") or {}).get("position")
             links = item.get("_links", {})
             return RemotePage(
@@ -260,11 +275,11 @@ class ConfluenceRestSource:
                         )
                     if status >= 400:
                         raise SourceError(f"Confluence answered {status} on {path}: {_message(response)}")
-                    return response.json() if as_json else response.content
+                    if not as_json:
+                        return response.content
+                    return _json_body(response, path)
                 except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as exc:
                     raise _Transient(f"{type(exc).__name__} on {path}") from exc
-                except ValueError as exc:
-                    raise _Transient(f"unreadable answer from {path}: {exc}") from exc
         raise AssertionError("unreachable")  # pragma: no cover - the retry policy raises on giving up
 
     def _retrying(self) -> Retrying:
@@ -289,11 +304,29 @@ def _wait(state: RetryCallState) -> float:
     return min(8.0, 0.25 * 2 ** (state.attempt_number - 1)) * (0.5 + random.random() / 2)
 
 
-def _retry_after(response: requests.Response) -> float | None:
-    value = response.headers.get("Retry-After")
+def _json_body(response: requests.Response, path: str) -> Any:
+    """The JSON of a 200 answer. A body cut short by a dropped connection is worth another try;
+    a whole body that is not JSON (a login page in front of the site) is not."""
     try:
-        return max(0.0, float(value)) if value is not None else None
+        return response.json()
+    except ValueError as exc:
+        if "json" in response.headers.get("Content-Type", "") or not response.text.strip():
+            raise _Transient(f"unreadable answer from {path}: {exc}") from exc
+        raise SourceError(f"Confluence answered {path} with something other than JSON (a login page?): {response.text[:120]!r}") from exc
+
+
+def _retry_after(response: requests.Response) -> float | None:
+    """``Retry-After`` in seconds or as an HTTP date."""
+    value = response.headers.get("Retry-After")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
     except ValueError:
+        pass
+    try:
+        return max(0.0, (parsedate_to_datetime(value) - datetime.now(UTC)).total_seconds())
+    except (TypeError, ValueError):
         return None
 
 

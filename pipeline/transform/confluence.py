@@ -24,6 +24,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from html import escape
+from html.entities import html5
 from xml.etree import ElementTree
 
 from bs4 import BeautifulSoup, Tag
@@ -33,8 +34,9 @@ from core.errors import TransformError
 
 NAMESPACES = 'xmlns:ac="http://atlassian.com/content" xmlns:ri="http://atlassian.com/resource/identifier"'
 PANELS = {"info", "note", "tip", "warning", "panel"}
-# Confluence's named entities that XML does not know; storage bodies use them freely.
-_ENTITIES = re.compile(r"&(nbsp|ndash|mdash|hellip|rsquo|lsquo|rdquo|ldquo|copy|reg|trade|middot|bull|times|rarr|larr|laquo|raquo);")
+# Named entities: storage bodies use HTML's freely, XML knows five.
+_ENTITIES = re.compile(r"&([A-Za-z][A-Za-z0-9]*);")
+_XML_ENTITIES = {"amp", "lt", "gt", "quot", "apos"}
 _PLACEHOLDER = "WAYFINDERIMAGE{}X"
 
 PageResolver = Callable[[str, str], str | None]  # (space key, title) → page id
@@ -99,10 +101,18 @@ def to_markdown(
 
 def _check_well_formed(storage: str) -> None:
     try:
-        ElementTree.fromstring(f"<root {NAMESPACES}>{_ENTITIES.sub(' ', storage)}</root>")
+        ElementTree.fromstring(f"<root {NAMESPACES}>\n{_ENTITIES.sub(_entity, storage)}</root>")
     except ElementTree.ParseError as exc:
         line, column = exc.position
-        raise TransformError(f"the storage XHTML is not well-formed: {exc.msg} at line {line}, column {column}") from exc
+        raise TransformError(f"the storage XHTML is not well-formed at line {line - 1}, column {column + 1}") from exc
+
+
+def _entity(match: re.Match[str]) -> str:
+    """HTML's named entities stand for a character to the XML check; unknown names stay and fail it."""
+    name = match[1]
+    if name in _XML_ENTITIES or f"{name};" not in html5:
+        return match[0]
+    return " "
 
 
 def _macro(soup: BeautifulSoup, macro: Tag) -> None:
@@ -144,6 +154,7 @@ def _macro(soup: BeautifulSoup, macro: Tag) -> None:
 
 def _link(soup: BeautifulSoup, link: Tag, space_key: str, resolve_page: PageResolver, links: dict[str, None]) -> None:
     page = link.find("ri:page")
+    user = link.find("ri:user")
     anchor = link.get("ac:anchor", "")
     body = link.find(["ac:link-body", "ac:plain-text-link-body"])
     text = body.get_text() if body is not None else ""
@@ -155,6 +166,9 @@ def _link(soup: BeautifulSoup, link: Tag, space_key: str, resolve_page: PageReso
             target = f"page:{page_id}" + (f"#{anchor}" if anchor else "")
             links.setdefault(page_id, None)
         text = text or title
+    elif user is not None:  # a mention: the text the author wrote, or the account it names
+        name = user.get("ri:username") or user.get("ri:userkey") or user.get("ri:account-id") or "user"
+        text = text or f"@{name}"
     elif anchor and link.find(re.compile(r"^ri:")) is None:
         target = f"#{anchor}"
         text = text or anchor

@@ -11,43 +11,22 @@ from atlassian.confluence import ConfluenceServer
 from atlassian.errors import ApiError
 
 from devstack.atlassian import storage
-from devstack.atlassian.admin import Emulator
-from devstack.atlassian.hive import SYNC_LOGIN, TOKENS, account_id, seed_hive
-from devstack.atlassian.runner import serving
-from devstack.atlassian.site import Site
+from devstack.atlassian.hive import SYNC_LOGIN, TOKENS, account_id
 from pipeline.sources.hive_export import DESIGN_DOCS_PAGE, SINGLE_USER_PAGE
 from tests.conftest import CORPUS
+from tests.emulated import ADMIN, admin, served_hive
 
 HOME = "27362069"
-ADMIN = "emulator-admin-token"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 @pytest.fixture(scope="module")
 async def hive():
-    clock = Clock()
-    site = Site(clock)
-    await seed_hive(site, CORPUS)
-    emulator = Emulator(site, ADMIN)
-    with serving(emulator) as url:
-        yield url, emulator, clock
+    async for served in served_hive():
+        yield served.url, served.emulator, served.clock
 
 
 def client(url: str, login: str, *, cloud: bool = True) -> ConfluenceServer:
     return ConfluenceServer(url=url + ("/wiki" if cloud else ""), username=login, password=TOKENS[login], cloud=cloud)
-
-
-def admin(url: str, method: str, path: str, body: dict | None = None) -> dict:
-    response = requests.request(method, f"{url}/_emulator{path}", json=body, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=10)
-    assert response.status_code == 200, response.text
-    return response.json()
 
 
 def every_page(url: str, login: str, cql: str, *, cloud: bool = True) -> list[dict]:
@@ -127,8 +106,10 @@ async def test_cql_dates_are_read_in_the_users_time_zone(hive):
     local = clock.now.astimezone(zone).strftime("%Y-%m-%d %H:%M")
     utc = clock.now.strftime("%Y-%m-%d %H:%M")
     assert [p["id"] for p in every_page(url, SYNC_LOGIN, f'lastModified >= "{local}"')] == [HOME]
-    # The same wall time read as UTC is hours off for this user: a sync that sends UTC misses edits.
-    assert every_page(url, SYNC_LOGIN, f'lastModified >= "{utc}"') == [] or zone.utcoffset(clock.now) < timedelta(0)
+    # The sync account is hours behind UTC: the same instant written in UTC reads as hours later
+    # to it, so a sync that sends UTC misses the edit.
+    assert zone.utcoffset(clock.now) < timedelta(0)
+    assert every_page(url, SYNC_LOGIN, f'lastModified >= "{utc}"') == []
     assert len(every_page(url, SYNC_LOGIN, f'lastModified < "{local}" AND space = HIVE')) == 304
 
 

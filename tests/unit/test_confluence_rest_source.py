@@ -3,41 +3,25 @@ time-zone trap, retries under injected faults, and clear errors."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
-import requests
 
 from core.errors import ConfigurationError, SourceError
 from core.settings import ConfluenceSettings
-from devstack.atlassian.admin import Emulator
-from devstack.atlassian.hive import SYNC_LOGIN, TOKENS, account_id, seed_hive
-from devstack.atlassian.runner import serving
-from devstack.atlassian.site import Site
+from devstack.atlassian.hive import SYNC_LOGIN, TOKENS, account_id
 from pipeline.sources.confluence_rest import ConfluenceRestSource
 from pipeline.sources.hive_export import DESIGN_DOCS_PAGE, SINGLE_USER_PAGE, HiveExportSource
 from tests.conftest import CORPUS
+from tests.emulated import admin, served_hive
 
-ADMIN = "admin-token-for-source-tests"
 HOME = "27362069"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 @pytest.fixture(scope="module")
 async def site():
-    clock = Clock()
-    site = Site(clock)
-    await seed_hive(site, CORPUS)
-    emulator = Emulator(site, ADMIN)
-    with serving(emulator) as url:
-        yield url, emulator, clock
+    async for served in served_hive():
+        yield served.url, served.emulator, served.clock
 
 
 def source(url: str, *, cloud: bool, **overrides) -> ConfluenceRestSource:
@@ -45,12 +29,6 @@ def source(url: str, *, cloud: bool, **overrides) -> ConfluenceRestSource:
         cloud=cloud, username=SYNC_LOGIN, token=TOKENS[SYNC_LOGIN], page_size=overrides.pop("page_size", 50), **overrides
     )
     return ConfluenceRestSource(settings, url + ("/wiki" if cloud else "/confluence"), sleep=lambda seconds: None)
-
-
-def admin(url: str, method: str, path: str, body: dict | None = None) -> dict:
-    response = requests.request(method, f"{url}/_emulator{path}", json=body, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=10)
-    assert response.status_code == 200, response.text
-    return response.json()
 
 
 @pytest.mark.parametrize("cloud", [True, False])
@@ -135,3 +113,23 @@ async def test_attachments_download_through_their_links(site):
     (listed,) = [a for a in await rest.attachments(attachment.page_id) if a.attachment_id == attachment.id]
     assert listed.filename == attachment.filename and listed.size == len(attachment.data)
     assert await rest.download(listed) == attachment.data
+
+
+async def test_a_page_without_its_place_or_restrictions_is_refused_not_opened(site):
+    url, _, _ = site
+    rest = source(url, cloud=False)
+    whole = {
+        "id": "1",
+        "title": "T",
+        "space": {"key": "HIVE"},
+        "version": {"number": 1, "when": "2024-01-01T00:00:00.000Z"},
+        "ancestors": [],
+        "restrictions": {"read": {"restrictions": {"user": {"results": []}, "group": {"results": []}}}},
+    }
+    assert rest._page(whole).read_groups == ()
+    for cut in ("ancestors", "restrictions"):
+        with pytest.raises(SourceError, match=f"without {cut}.*refusing to guess"):
+            rest._page({k: v for k, v in whole.items() if k != cut})
+    no_groups = {**whole, "restrictions": {"read": {"restrictions": {"user": {"results": []}}}}}
+    with pytest.raises(SourceError, match="restrictions.read.restrictions.group"):
+        rest._page(no_groups)

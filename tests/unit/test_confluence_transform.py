@@ -83,8 +83,18 @@ def test_malformed_xhtml_is_a_clear_per_page_error(storage, where):
         convert(storage)
 
 
-def test_confluence_entities_are_not_malformed():
-    assert convert("<p>a&nbsp;b &mdash; c</p>").markdown == "a\xa0b — c\n"
+def test_html_entities_are_not_malformed_and_unknown_ones_are():
+    assert convert("<p>a&nbsp;b &mdash; caf&eacute; 20&deg;</p>").markdown == "a\xa0b — café 20°\n"
+    with pytest.raises(TransformError):
+        convert("<p>&notanentity;</p>")
+
+
+def test_mentions_keep_their_text_or_name_the_account():
+    converted = convert(
+        '<p><ac:link><ri:user ri:username="alice" /></ac:link> and '
+        '<ac:link><ri:user ri:account-id="5b10ac8d" /><ac:link-body>Bob</ac:link-body></ac:link> please review</p>'
+    )
+    assert converted.markdown == "@alice and Bob please review\n" and converted.links == ()
 
 
 @pytest.fixture(scope="module")
