@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from core.errors import SourceError
+from pipeline.transform.confluence import CONVERTER
 from pipeline.sources.confluence_rest import RemotePage, RemoteSpace
 
 _SCHEMA = """
@@ -56,6 +57,7 @@ CREATE TABLE IF NOT EXISTS pages (
     markdown TEXT,
     links TEXT,
     converted_version INTEGER,
+    converter INTEGER,
     conversion_error TEXT,
     content_revision TEXT,
     permission_revision TEXT NOT NULL
@@ -97,6 +99,10 @@ CREATE TABLE IF NOT EXISTS page_images (
 """
 
 
+# Columns added to ``pages`` after its first release, added in place to older stores.
+_ADDED_COLUMNS = {"converter": "INTEGER"}
+
+
 @dataclass(frozen=True)
 class StoredPage:
     page_id: str
@@ -112,6 +118,7 @@ class StoredPage:
     markdown: str | None
     links: tuple[str, ...]
     converted_version: int | None
+    converter: int | None  # the CONVERTER generation that wrote the Markdown
     conversion_error: str | None
 
     @property
@@ -120,7 +127,7 @@ class StoredPage:
 
     @property
     def needs_conversion(self) -> bool:
-        return self.body_version is not None and self.converted_version != self.body_version
+        return self.body_version is not None and (self.converted_version != self.body_version or self.converter != CONVERTER)
 
 
 @dataclass(frozen=True)
@@ -180,6 +187,11 @@ class RawStore:
         db = self._connect()
         try:
             db.executescript(_SCHEMA)
+            columns = {row["name"] for row in db.execute("PRAGMA table_info(pages)")}
+            for column, kind in _ADDED_COLUMNS.items():  # stores written by an older release
+                if column not in columns:
+                    db.execute(f"ALTER TABLE pages ADD COLUMN {column} {kind}")
+            db.commit()
         finally:
             db.close()
 
@@ -309,9 +321,9 @@ class RawStore:
     async def save_conversion(self, page_id: str, version: int, markdown: str, links: Sequence[str], title: str) -> None:
         await self._write(
             lambda db: db.execute(
-                "UPDATE pages SET markdown = ?, links = ?, converted_version = ?, conversion_error = NULL, content_revision = ? "
-                "WHERE page_id = ?",
-                (markdown, json.dumps(list(links)), version, content_revision(title, markdown), page_id),
+                "UPDATE pages SET markdown = ?, links = ?, converted_version = ?, converter = ?, conversion_error = NULL, "
+                "content_revision = ? WHERE page_id = ?",
+                (markdown, json.dumps(list(links)), version, CONVERTER, content_revision(title, markdown), page_id),
             )
         )
 
@@ -420,6 +432,7 @@ def _stored(row: sqlite3.Row) -> StoredPage:
         markdown=row["markdown"],
         links=tuple(json.loads(row["links"])) if row["links"] else (),
         converted_version=row["converted_version"],
+        converter=row["converter"],
         conversion_error=row["conversion_error"],
     )
 

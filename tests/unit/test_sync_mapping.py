@@ -26,7 +26,7 @@ def test_a_name_shaped_like_a_digest_is_not_the_digest_it_imitates():
 
 
 def stored(page_id: str, parent: str | None, space: str = "S", position: int | None = None) -> StoredPage:
-    return StoredPage(page_id, space, f"T{page_id}", parent, position, 1, "u", (), (), 1, "text", (), 1, None)
+    return StoredPage(page_id, space, f"T{page_id}", parent, position, 1, "u", (), (), 1, "text", (), 1, 2, None)
 
 
 def test_pages_whose_parent_is_not_held_are_left_out_with_their_subtree():
@@ -51,3 +51,21 @@ async def test_a_listing_that_would_delete_most_of_a_space_changes_nothing(tmp_p
     assert len(await store.pages("S")) == 40
     changes = await store.reconcile("S", [listed(str(i)) for i in range(30)], max_deleted_share=0.5)
     assert len(changes.deleted) == 10 and len(await store.pages("S")) == 30
+
+
+async def test_an_older_store_gains_new_columns_and_its_pages_are_converted_again(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "raw.sqlite"
+    store = await RawStore(path).open()
+    await store.reconcile("S", [listed("1")])
+    await store.save_body(RemotePage("1", "S", "T1", None, 1, 1, datetime(2024, 1, 1, tzinfo=UTC), "u", (), (), storage="<p>x</p>"))
+    await store.save_conversion("1", 1, "# T1\n\nx\n", [], "T1")
+    assert not (await store.pages())[0].needs_conversion
+    db = sqlite3.connect(path)
+    db.execute("ALTER TABLE pages DROP COLUMN converter")  # as a store from before the column was added
+    db.commit()
+    db.close()
+    reopened = await RawStore(path).open()
+    page = (await reopened.pages())[0]
+    assert page.converter is None and page.needs_conversion and page.markdown == "# T1\n\nx\n"
