@@ -49,6 +49,8 @@ class Neo4jStore:
             auth=(self._settings.user, self._settings.password.get_secret_value()),
             connection_timeout=5,
             max_transaction_retry_time=5,
+            # "label/property does not exist yet" before the first image or link is written: noise.
+            notifications_disabled_classifications=[neo4j.NotificationDisabledClassification.UNRECOGNIZED],
         )
         return self
 
