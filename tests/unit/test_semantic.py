@@ -98,7 +98,7 @@ async def test_a_weak_match_needs_a_shared_word_and_a_strong_one_does_not():
         [
             ChunkHit("c1", "page:1", "The metastore schema tool", 1, 0.30),  # weak, shares "metastore"
             ChunkHit("c2", "page:2", "Nothing in common here", 2, 0.30),  # weak, shares nothing
-            ChunkHit("c3", "page:3", "Nothing in common either", 3, 0.40),  # strong on its own
+            ChunkHit("c3", "page:3", "Nothing in common either", 3, 0.45),  # strong on its own
         ]
     )
     result = await SemanticRetriever(index, Navigator(store), candidates=10).search(
