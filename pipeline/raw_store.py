@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from core.errors import SourceError
+from core.models import Image
 from pipeline.transform.confluence import CONVERTER
 from pipeline.sources.confluence_rest import RemotePage, RemoteSpace
 
@@ -134,19 +135,6 @@ class StoredPage:
 class StoredAttachment:
     attachment_id: str
     page_id: str
-    filename: str
-    media_type: str
-    sha256: str
-    data: bytes
-
-
-@dataclass(frozen=True)
-class PageImage:
-    """An image as the stores take it: where it is shown, its bytes and its alt text."""
-
-    page_id: str
-    attachment_id: str
-    alt_text: str
     filename: str
     media_type: str
     sha256: str
@@ -368,13 +356,13 @@ class RawStore:
 
         await self._write(run)
 
-    async def page_images(self) -> list[PageImage]:
+    async def page_images(self) -> list[Image]:
         """Every image a held page shows, with its bytes and alt text."""
         rows = await self._read(
             "SELECT i.page_id, i.attachment_id, i.alt_text, a.filename, a.media_type, a.sha256, a.data FROM page_images i "
             "JOIN attachments a ON a.attachment_id = i.attachment_id JOIN pages p ON p.page_id = i.page_id ORDER BY i.attachment_id"
         )
-        return [PageImage(**dict(row)) for row in rows]
+        return [Image(**dict(row)) for row in rows]
 
     # -- plumbing -----------------------------------------------------------------------------
 

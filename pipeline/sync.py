@@ -29,7 +29,7 @@ from rich.console import Console
 
 from core import ids
 from core.errors import InvalidArgument, SourceError, TransformError
-from core.models import Image, Page, Permissions, Space
+from core.models import Page, Permissions, Space
 from core.providers.base import AltTextWriter, ImageContext
 from core.settings import Settings
 from pipeline.alt_text import alt_text_writer, cache_key
@@ -157,11 +157,7 @@ async def _sinks(
     stored = [page for page in await store.pages() if page.space_key in keys]
     pages_by_space = _placed_pages(stored)
     held_ids = {page.page_id for pages in pages_by_space.values() for page in pages}
-    images = [
-        Image(attachment_id=i.attachment_id, page_id=i.page_id, filename=i.filename, media_type=i.media_type, alt_text=i.alt_text, sha256=i.sha256, data=i.data)
-        for i in (await store.page_images() if content else [])
-        if i.page_id in held_ids
-    ]
+    images = [image for image in (await store.page_images() if content else []) if image.page_id in held_ids]
     return await run_sinks(
         settings,
         [Space(key=s.key, name=s.name, url=s.url) for s in wanted],
