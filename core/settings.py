@@ -168,6 +168,11 @@ class Settings(BaseSettings):
     corpus_dir: Path = Field(
         Path("../shared/corpora/apache-hive-wiki"), description="The Apache Hive Confluence export the local emulator is seeded from."
     )
+    raw_store_url: SecretStr | None = Field(
+        None,
+        description="Database of the raw store (what the sync read from Confluence), as a SQLAlchemy URL: "
+        "`postgresql+psycopg://user:password@host:5432/wayfinder`. Unset: the SQLite file `raw.sqlite` in the data directory.",
+    )
     audit_key: SecretStr | None = Field(
         None,
         description="Key of the HMACs that stand for principals and denied ids in audit receipts. When unset, a "

@@ -132,7 +132,8 @@ async def run_bench_authz(settings: Settings, console: Console) -> dict[str, Any
     for status in stack.up(settings):
         console.print(f"{status.name}: {status.detail}")
     await sync_configured(settings, console)
-    pages = await (await RawStore(settings.raw_store_path).open()).pages("HIVE")
+    async with RawStore.for_settings(settings) as store:
+        pages = await store.pages("HIVE")
     workload = _workload(settings, pages)
     memory = memory_settings(settings)
     stack.up(memory, only={"openfga"})

@@ -107,24 +107,25 @@ async def run_bench_incremental(settings: Settings, console: Console) -> dict[st
         for status in stack.up(own):
             console.print(f"{status.name}: {status.detail}")
         try:
-            store = await RawStore(own.raw_store_path).open()
-            full_calls, incremental_calls = Calls(), Calls()
-            console.rule("full sync")
-            full = await _timed_sync(own, store, console, full_calls)
-            indexed_before = json.loads((own.index_dir / "manifest.json").read_text())
-            churn = _Churn(url, admin_token, site)
-            changes = churn.apply()
-            console.rule("incremental sync")
-            incremental = await _timed_sync(own, store, console, incremental_calls)
-            verdicts = await _verify(own, store, site, changes, incremental, indexed_before)
-            console.rule("permissions-only pass")
-            started = time.monotonic()
-            await run_sync(own, _source(own), store, console, permissions_only=True)
-            permissions_only_s = time.monotonic() - started
+            async with RawStore.for_settings(own) as store:
+                full_calls, incremental_calls = Calls(), Calls()
+                console.rule("full sync")
+                full = await _timed_sync(own, store, console, full_calls)
+                pages = len(site.pages)
+                indexed_before = json.loads((own.index_dir / "manifest.json").read_text())
+                churn = _Churn(url, admin_token, site)
+                changes = churn.apply()
+                console.rule("incremental sync")
+                incremental = await _timed_sync(own, store, console, incremental_calls)
+                verdicts = await _verify(own, store, site, changes, incremental, indexed_before)
+                console.rule("permissions-only pass")
+                started = time.monotonic()
+                await run_sync(own, _source(own), store, console, permissions_only=True)
+                permissions_only_s = time.monotonic() - started
         finally:
             stack.down(own)
     report = {
-        "pages": len(site.pages),
+        "pages": pages,
         "full_s": round(full.seconds, 1),
         "incremental_s": round(incremental.seconds, 1),
         "ratio": round(incremental.seconds / full.seconds, 4),

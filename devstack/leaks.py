@@ -143,8 +143,8 @@ async def run_leak_suite(settings: Settings, console: Console) -> Report:
         for status in stack.up(own):
             console.print(f"{status.name}: {status.detail}")
         try:
-            store = await RawStore(own.raw_store_path).open()
-            await run_sync(own, ConfluenceRestSource(own.confluence, own.confluence.url or ""), store, console)
+            async with RawStore.for_settings(own) as store:
+                await run_sync(own, ConfluenceRestSource(own.confluence, own.confluence.url or ""), store, console)
             async with leak_target(own, site_view(site, ["HIVE"]), canaries) as (target, environment):
                 console.print(f"probing {len(target.oracle.pages)} pages as {len(ACTORS)} principals at {target.url}")
                 report = await LeakSuite(target, environment).run()

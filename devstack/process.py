@@ -143,8 +143,8 @@ def wait_healthy(files: ServiceFiles, is_healthy: Callable[[], bool], deadline_s
         time.sleep(_POLL_S)
 
 
-def stop(files: ServiceFiles, grace_s: float) -> int | None:
-    """Stop the process our pid file names: SIGTERM, wait up to ``grace_s``, then SIGKILL.
+def stop(files: ServiceFiles, grace_s: float, first: signal.Signals = signal.SIGTERM) -> int | None:
+    """Stop the process our pid file names: ``first`` (SIGTERM), wait up to ``grace_s``, then SIGKILL.
 
     Returns the pid that was stopped, or None if nothing of ours was running. Processes we did not
     start (no pid file, or a recycled pid) are never signalled.
@@ -153,7 +153,7 @@ def stop(files: ServiceFiles, grace_s: float) -> int | None:
     if pid is None:
         files.pid_file.unlink(missing_ok=True)
         return None
-    _signal(pid, signal.SIGTERM)
+    _signal(pid, first)
     deadline = time.monotonic() + grace_s
     while running_pid(files) is not None and time.monotonic() < deadline:
         time.sleep(_POLL_S / 2)

@@ -69,7 +69,7 @@ def up(
             process.forget_stale_pid(service.files)
             for port in service.ports():
                 process.ensure_port_free(port, service.name)
-    return [_ensure_up(service, say) for service in stack]
+    return [ensure_up(service, say) for service in stack]
 
 
 def down(settings: Settings, only: Collection[str] | None = None) -> list[ServiceStatus]:
@@ -94,7 +94,8 @@ def status(settings: Settings) -> list[ServiceStatus]:
     return statuses
 
 
-def _ensure_up(service: LocalService, say: Callable[[str], None]) -> ServiceStatus:
+def ensure_up(service: LocalService, say: Callable[[str], None]) -> ServiceStatus:
+    """Start ``service`` unless ours is running; either way, return once it is healthy."""
     pid = process.running_pid(service.files)
     if pid is not None:
         # Ours and alive: it may still be starting (another `up` a moment ago), so wait, don't restart.

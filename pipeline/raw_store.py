@@ -1,4 +1,5 @@
-"""The raw store: what the sync last read from Confluence, one SQLite file under the data directory.
+"""The raw store: what the sync last read from Confluence. One SQLite file under the data
+directory by default; a PostgreSQL database when ``WAYFINDER_RAW_STORE_URL`` names one.
 
 * ``page_versions`` keeps every body fetched, keyed by (page id, version): storage XHTML, title,
   labels, when it was fetched. Nothing fetched is thrown away, so a conversion can be redone
@@ -12,8 +13,9 @@
   for an image in a context (by image hash and context hash), ``page_images`` which image each
   page shows with which alt text.
 
-Every write commits on its own: a sync killed at any point leaves a consistent store, and the
-next run picks up from it (watermarks move only after the sinks have succeeded).
+Every write is one transaction: a sync killed at any point leaves a consistent store, and the
+next run picks up from it (watermarks move only after the sinks have succeeded). The same
+SQLAlchemy Core statements run on both engines; only the upsert construct is the dialect's own.
 """
 
 from __future__ import annotations
@@ -21,87 +23,120 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, TypeVar
 
-from core.errors import SourceError
+from sqlalchemy import (
+    Column,
+    Connection,
+    Engine,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    Table,
+    Text,
+    create_engine,
+    delete,
+    event,
+    inspect,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+
+from core.errors import ConfigurationError, SourceError
 from core.models import Image
-from pipeline.transform.confluence import CONVERTER
+from core.settings import Settings
 from pipeline.sources.confluence_rest import RemotePage, RemoteSpace
+from pipeline.transform.confluence import CONVERTER
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS page_versions (
-    page_id TEXT NOT NULL,
-    version INTEGER NOT NULL,
-    title TEXT NOT NULL,
-    storage TEXT NOT NULL,
-    labels TEXT NOT NULL,
-    last_modified TEXT NOT NULL,
-    fetched_at TEXT NOT NULL,
-    PRIMARY KEY (page_id, version)
-);
-CREATE TABLE IF NOT EXISTS pages (
-    page_id TEXT PRIMARY KEY,
-    space_key TEXT NOT NULL,
-    title TEXT NOT NULL,
-    parent_id TEXT,
-    position INTEGER,
-    version INTEGER NOT NULL,
-    last_modified TEXT NOT NULL,
-    url TEXT NOT NULL,
-    read_users TEXT NOT NULL,
-    read_groups TEXT NOT NULL,
-    body_version INTEGER,
-    markdown TEXT,
-    links TEXT,
-    converted_version INTEGER,
-    converter INTEGER,
-    conversion_error TEXT,
-    content_revision TEXT,
-    permission_revision TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS pages_by_space ON pages (space_key);
-CREATE TABLE IF NOT EXISTS spaces (
-    space_key TEXT PRIMARY KEY,
-    name TEXT NOT NULL,
-    url TEXT NOT NULL,
-    reader_users TEXT NOT NULL,
-    reader_groups TEXT NOT NULL,
-    watermark TEXT
-);
-CREATE TABLE IF NOT EXISTS groups (
-    name TEXT PRIMARY KEY,
-    members TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS attachments (
-    attachment_id TEXT PRIMARY KEY,
-    page_id TEXT NOT NULL,
-    filename TEXT NOT NULL,
-    media_type TEXT NOT NULL,
-    sha256 TEXT NOT NULL,
-    data BLOB NOT NULL
-);
-CREATE TABLE IF NOT EXISTS alt_texts (
-    image_sha256 TEXT NOT NULL,
-    context_sha256 TEXT NOT NULL,
-    source TEXT NOT NULL,
-    text TEXT NOT NULL,
-    PRIMARY KEY (image_sha256, context_sha256)
-);
-CREATE TABLE IF NOT EXISTS page_images (
-    page_id TEXT NOT NULL,
-    attachment_id TEXT NOT NULL,
-    alt_text TEXT NOT NULL,
-    PRIMARY KEY (page_id, attachment_id)
-);
-"""
+_T = TypeVar("_T")
+_metadata = MetaData()
 
+page_versions = Table(
+    "page_versions",
+    _metadata,
+    Column("page_id", Text, primary_key=True),
+    Column("version", Integer, primary_key=True),
+    Column("title", Text, nullable=False),
+    Column("storage", Text, nullable=False),
+    Column("labels", Text, nullable=False),
+    Column("last_modified", Text, nullable=False),
+    Column("fetched_at", Text, nullable=False),
+)
+pages = Table(
+    "pages",
+    _metadata,
+    Column("page_id", Text, primary_key=True),
+    Column("space_key", Text, nullable=False),
+    Column("title", Text, nullable=False),
+    Column("parent_id", Text),
+    Column("position", Integer),
+    Column("version", Integer, nullable=False),
+    Column("last_modified", Text, nullable=False),
+    Column("url", Text, nullable=False),
+    Column("read_users", Text, nullable=False),
+    Column("read_groups", Text, nullable=False),
+    Column("body_version", Integer),
+    Column("markdown", Text),
+    Column("links", Text),
+    Column("converted_version", Integer),
+    Column("converter", Integer),
+    Column("conversion_error", Text),
+    Column("content_revision", Text),
+    Column("permission_revision", Text, nullable=False),
+    Index("pages_by_space", "space_key"),
+)
+spaces = Table(
+    "spaces",
+    _metadata,
+    Column("space_key", Text, primary_key=True),
+    Column("name", Text, nullable=False),
+    Column("url", Text, nullable=False),
+    Column("reader_users", Text, nullable=False),
+    Column("reader_groups", Text, nullable=False),
+    Column("watermark", Text),
+)
+groups = Table("groups", _metadata, Column("name", Text, primary_key=True), Column("members", Text, nullable=False))
+attachments = Table(
+    "attachments",
+    _metadata,
+    Column("attachment_id", Text, primary_key=True),
+    Column("page_id", Text, nullable=False),
+    Column("filename", Text, nullable=False),
+    Column("media_type", Text, nullable=False),
+    Column("sha256", Text, nullable=False),
+    Column("data", LargeBinary, nullable=False),
+)
+alt_texts = Table(
+    "alt_texts",
+    _metadata,
+    Column("image_sha256", Text, primary_key=True),
+    Column("context_sha256", Text, primary_key=True),
+    Column("source", Text, nullable=False),
+    Column("text", Text, nullable=False),
+)
+page_images = Table(
+    "page_images",
+    _metadata,
+    Column("page_id", Text, primary_key=True),
+    Column("attachment_id", Text, primary_key=True),
+    Column("alt_text", Text, nullable=False),
+)
 
 # Columns added to ``pages`` after its first release, added in place to older stores.
-_ADDED_COLUMNS = {"converter": "INTEGER"}
+_ADDED_COLUMNS = ("converter",)
+# Ids per IN (...) list: far below every engine's limit on bound parameters.
+_CHUNK = 500
+# The columns of ``pages`` that a listing or a fetch sets (``_page_row``).
+_LISTED = ("space_key", "title", "parent_id", "position", "version", "last_modified", "url", "read_users", "read_groups", "permission_revision")
 
 
 @dataclass(frozen=True)
@@ -160,69 +195,113 @@ def content_revision(title: str, markdown: str) -> str:
     return _digest(json.dumps([title, markdown]))
 
 
-class RawStore:
-    """Async facade over one SQLite file; every call runs in a worker thread with its own connection."""
+def sqlite_url(path: object) -> str:
+    return f"sqlite:///{path}"
 
-    def __init__(self, path: Path) -> None:
-        self._path = path
+
+class RawStore:
+    """Async facade over one database; every call runs in a worker thread on a pooled connection.
+
+    ``url`` is a SQLAlchemy URL: ``sqlite:///<absolute path>`` or
+    ``postgresql+psycopg://user:password@host:port/database``.
+    """
+
+    def __init__(self, url: str) -> None:
+        try:
+            self._url = make_url(url)
+        except ArgumentError as exc:
+            raise ConfigurationError(f"the raw store URL is not a database URL: {exc}") from None
+        if self._url.get_backend_name() not in ("sqlite", "postgresql"):
+            raise ConfigurationError(
+                f"the raw store runs on SQLite or PostgreSQL, not {self._url.get_backend_name()!r} "
+                f"({self.address}); use sqlite:///<path> or postgresql+psycopg://user:password@host:port/database"
+            )
+        self._engine: Engine | None = None
+
+    @classmethod
+    def for_settings(cls, settings: Settings) -> RawStore:
+        """The configured store: ``raw_store_url``, or the SQLite file in the data directory."""
+        url = settings.raw_store_url.get_secret_value() if settings.raw_store_url else sqlite_url(settings.raw_store_path)
+        return cls(url)
+
+    @property
+    def address(self) -> str:
+        """The URL without its password, for messages and logs."""
+        return self._url.render_as_string(hide_password=True)
+
+    @property
+    def dialect(self) -> str:
+        return self._url.get_backend_name()
 
     async def open(self) -> RawStore:
+        """Connect, create missing tables and columns; raise ConfigurationError when the database cannot be used."""
         await asyncio.to_thread(self._init)
         return self
 
-    def _init(self) -> None:
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        db = self._connect()
-        try:
-            db.executescript(_SCHEMA)
-            columns = {row["name"] for row in db.execute("PRAGMA table_info(pages)")}
-            for column, kind in _ADDED_COLUMNS.items():  # stores written by an older release
-                if column not in columns:
-                    db.execute(f"ALTER TABLE pages ADD COLUMN {column} {kind}")
-            db.commit()
-        finally:
-            db.close()
+    async def __aenter__(self) -> RawStore:
+        return await self.open()
 
-    def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self._path, timeout=30)
-        db.row_factory = sqlite3.Row
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA foreign_keys=ON")
-        return db
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._engine is not None:
+            engine, self._engine = self._engine, None
+            await asyncio.to_thread(engine.dispose)
+
+    def _init(self) -> None:
+        if self.dialect == "sqlite" and self._url.database:
+            Path(self._url.database).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._engine = _engine(self._url)
+            with self._engine.begin() as db:
+                _metadata.create_all(db)
+                held = {column["name"] for column in inspect(db).get_columns("pages")}
+                for name in _ADDED_COLUMNS:  # stores written by an older release
+                    if name not in held:
+                        column = pages.c[name]
+                        db.execute(text(f"ALTER TABLE pages ADD COLUMN {name} {column.type.compile(db.dialect)}"))
+        except (OperationalError, NoSuchModuleError) as exc:
+            raise ConfigurationError(f"the raw store at {self.address} cannot be used: {_first_line(exc)}") from None
 
     # -- spaces and groups ------------------------------------------------------------------
 
     async def save_space(self, space: RemoteSpace) -> None:
-        def run(db: sqlite3.Connection) -> None:
-            db.execute(
-                "INSERT INTO spaces (space_key, name, url, reader_users, reader_groups) VALUES (?, ?, ?, ?, ?) "
-                "ON CONFLICT (space_key) DO UPDATE SET name = excluded.name, url = excluded.url, "
-                "reader_users = excluded.reader_users, reader_groups = excluded.reader_groups",
-                (space.key, space.name, space.url, json.dumps(space.reader_users), json.dumps(space.reader_groups)),
-            )
-
-        await self._write(run)
+        row = {
+            "space_key": space.key,
+            "name": space.name,
+            "url": space.url,
+            "reader_users": json.dumps(space.reader_users),
+            "reader_groups": json.dumps(space.reader_groups),
+        }
+        await self._write(lambda db: db.execute(self._upsert(spaces, ("name", "url", "reader_users", "reader_groups")), row))
 
     async def spaces(self) -> list[RemoteSpace]:
-        rows = await self._read("SELECT * FROM spaces ORDER BY space_key")
-        return [RemoteSpace(r["space_key"], r["name"], r["url"], tuple(json.loads(r["reader_users"])), tuple(json.loads(r["reader_groups"]))) for r in rows]
+        rows = await self._read(select(spaces).order_by(spaces.c.space_key))
+        return [
+            RemoteSpace(r["space_key"], r["name"], r["url"], tuple(json.loads(r["reader_users"])), tuple(json.loads(r["reader_groups"])))
+            for r in rows
+        ]
 
     async def watermark(self, space_key: str) -> datetime | None:
-        rows = await self._read("SELECT watermark FROM spaces WHERE space_key = ?", (space_key,))
+        rows = await self._read(select(spaces.c.watermark).where(spaces.c.space_key == space_key))
         return datetime.fromisoformat(rows[0]["watermark"]) if rows and rows[0]["watermark"] else None
 
     async def set_watermark(self, space_key: str, when: datetime) -> None:
-        await self._write(lambda db: db.execute("UPDATE spaces SET watermark = ? WHERE space_key = ?", (when.isoformat(), space_key)))
+        await self._write(lambda db: db.execute(update(spaces).where(spaces.c.space_key == space_key).values(watermark=when.isoformat())))
 
     async def save_groups(self, members: dict[str, Sequence[str]]) -> None:
-        def run(db: sqlite3.Connection) -> None:
-            db.execute("DELETE FROM groups")
-            db.executemany("INSERT INTO groups (name, members) VALUES (?, ?)", [(n, json.dumps(sorted(m))) for n, m in sorted(members.items())])
+        rows = [{"name": name, "members": json.dumps(sorted(held))} for name, held in sorted(members.items())]
+
+        def run(db: Connection) -> None:
+            db.execute(delete(groups))
+            if rows:
+                db.execute(groups.insert(), rows)
 
         await self._write(run)
 
     async def groups(self) -> dict[str, tuple[str, ...]]:
-        return {r["name"]: tuple(json.loads(r["members"])) for r in await self._read("SELECT * FROM groups ORDER BY name")}
+        return {r["name"]: tuple(json.loads(r["members"])) for r in await self._read(select(groups).order_by(groups.c.name))}
 
     # -- pages --------------------------------------------------------------------------------
 
@@ -231,46 +310,41 @@ class RawStore:
         kept; pages no longer listed are deleted (with their history). A listing that would delete
         more than ``max_deleted_share`` of the space's pages (over 20 of them) changes nothing and
         raises: a listing cut short must not empty every store."""
+        listed_ids = [page.page_id for page in listing]
+        state = select(pages.c.page_id, pages.c.space_key, pages.c.parent_id, pages.c.position, pages.c.permission_revision, pages.c.body_version)
 
-        def run(db: sqlite3.Connection) -> Reconciled:
-            held = {r["page_id"]: r for r in db.execute("SELECT * FROM pages WHERE space_key = ?", (space_key,))}
+        def run(db: Connection) -> Reconciled:
+            held = {r["page_id"]: r for r in db.execute(state.where(pages.c.space_key == space_key)).mappings()}
             # A page listed here may have been held under another space: it moved between spaces.
-            listed_ids = {p.page_id for p in listing}
-            moved_in = {r["page_id"]: r for r in db.execute("SELECT * FROM pages WHERE space_key != ?", (space_key,)) if r["page_id"] in listed_ids}
+            moved_in = {
+                r["page_id"]: r
+                for ids in _chunks(listed_ids)
+                for r in db.execute(state.where(pages.c.space_key != space_key, pages.c.page_id.in_(ids))).mappings()
+            }
             held |= moved_in
             changes = Reconciled()
             for page in listing:
-                revision = permission_revision(page.read_users, page.read_groups)
                 old = held.get(page.page_id)
                 if old is None:
                     changes.added.append(page.page_id)
                 else:
                     if (old["parent_id"], old["position"], old["space_key"]) != (page.parent_id, page.position, page.space_key):
                         changes.moved.append(page.page_id)
-                    if old["permission_revision"] != revision:
+                    if old["permission_revision"] != permission_revision(page.read_users, page.read_groups):
                         changes.permissions_changed.append(page.page_id)
                 if old is None or old["body_version"] != page.version:
                     changes.stale.append(page.page_id)
-                db.execute(
-                    "INSERT INTO pages (page_id, space_key, title, parent_id, position, version, last_modified, url, read_users, "
-                    "read_groups, permission_revision) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (page_id) DO UPDATE SET "
-                    "space_key = excluded.space_key, title = excluded.title, parent_id = excluded.parent_id, "
-                    "position = excluded.position, version = excluded.version, last_modified = excluded.last_modified, "
-                    "url = excluded.url, read_users = excluded.read_users, read_groups = excluded.read_groups, "
-                    "permission_revision = excluded.permission_revision",
-                    _page_row(page),
-                )
-            listed = {page.page_id for page in listing}
-            changes.deleted = sorted(set(held) - listed - set(moved_in))
+            changes.deleted = sorted(set(held) - set(listed_ids))
             if len(changes.deleted) > 20 and len(changes.deleted) > max_deleted_share * len(held):
                 raise SourceError(
                     f"the listing of space {space_key} would delete {len(changes.deleted)} of its {len(held)} pages; nothing "
                     "was changed. If that many pages really went, raise WAYFINDER_CONFLUENCE__MAX_DELETED_SHARE for one run."
                 )
-            db.executemany("DELETE FROM pages WHERE page_id = ?", [(page_id,) for page_id in changes.deleted])
-            db.executemany("DELETE FROM page_versions WHERE page_id = ?", [(page_id,) for page_id in changes.deleted])
-            db.executemany("DELETE FROM page_images WHERE page_id = ?", [(page_id,) for page_id in changes.deleted])
-            db.executemany("DELETE FROM attachments WHERE page_id = ?", [(page_id,) for page_id in changes.deleted])
+            if listing:
+                db.execute(self._upsert(pages, _LISTED), [_page_row(page) for page in listing])
+            for ids in _chunks(changes.deleted):
+                for table in (pages, page_versions, page_images, attachments):
+                    db.execute(delete(table).where(table.c.page_id.in_(ids)))
             return changes
 
         return await self._write(run)
@@ -279,133 +353,159 @@ class RawStore:
         """Keep a fetched body (and the page's current place and restrictions with it)."""
         if page.storage is None:
             raise ValueError(f"page {page.page_id} was fetched without its body")
-        fetched = datetime.now(UTC).isoformat()
+        version_row = {
+            "page_id": page.page_id,
+            "version": page.version,
+            "title": page.title,
+            "storage": page.storage,
+            "labels": json.dumps(page.labels),
+            "last_modified": page.last_modified.isoformat(),
+            "fetched_at": datetime.now(UTC).isoformat(),
+        }
+        keep_version = self._insert(page_versions).on_conflict_do_nothing()
+        # A body fetched after the listing is newer than it: its place and restrictions win too,
+        # or text restricted meanwhile would be published under the old, open restrictions.
+        newer = self._insert(pages)
+        current = newer.on_conflict_do_update(
+            index_elements=[pages.c.page_id],
+            set_={name: newer.excluded[name] for name in (*_LISTED, "body_version")},
+            where=newer.excluded.version >= pages.c.version,
+        )
 
-        def run(db: sqlite3.Connection) -> None:
-            db.execute(
-                "INSERT OR IGNORE INTO page_versions (page_id, version, title, storage, labels, last_modified, fetched_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (page.page_id, page.version, page.title, page.storage, json.dumps(page.labels), page.last_modified.isoformat(), fetched),
-            )
-            db.execute(
-                "INSERT INTO pages (page_id, space_key, title, parent_id, position, version, last_modified, url, read_users, "
-                "read_groups, permission_revision, body_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                # A body fetched after the listing is newer than it: its place and restrictions win too,
-                # or text restricted meanwhile would be published under the old, open restrictions.
-                "ON CONFLICT (page_id) DO UPDATE SET space_key = excluded.space_key, title = excluded.title, "
-                "parent_id = excluded.parent_id, position = excluded.position, version = excluded.version, "
-                "last_modified = excluded.last_modified, url = excluded.url, read_users = excluded.read_users, "
-                "read_groups = excluded.read_groups, permission_revision = excluded.permission_revision, "
-                "body_version = excluded.body_version WHERE excluded.version >= pages.version",
-                (*_page_row(page), page.version),
-            )
+        def run(db: Connection) -> None:
+            db.execute(keep_version, version_row)
+            db.execute(current, {**_page_row(page), "body_version": page.version})
 
         await self._write(run)
 
     async def body(self, page_id: str, version: int) -> str | None:
-        rows = await self._read("SELECT storage FROM page_versions WHERE page_id = ? AND version = ?", (page_id, version))
+        rows = await self._read(select(page_versions.c.storage).where(page_versions.c.page_id == page_id, page_versions.c.version == version))
         return rows[0]["storage"] if rows else None
 
     async def save_conversion(self, page_id: str, version: int, markdown: str, links: Sequence[str], title: str) -> None:
-        await self._write(
-            lambda db: db.execute(
-                "UPDATE pages SET markdown = ?, links = ?, converted_version = ?, converter = ?, conversion_error = NULL, "
-                "content_revision = ? WHERE page_id = ?",
-                (markdown, json.dumps(list(links)), version, CONVERTER, content_revision(title, markdown), page_id),
-            )
-        )
+        values = {
+            "markdown": markdown,
+            "links": json.dumps(list(links)),
+            "converted_version": version,
+            "converter": CONVERTER,
+            "conversion_error": None,
+            "content_revision": content_revision(title, markdown),
+        }
+        await self._write(lambda db: db.execute(update(pages).where(pages.c.page_id == page_id).values(**values)))
 
     async def save_conversion_error(self, page_id: str, error: str) -> None:
         """The previous Markdown stays; the page is converted again on the next run."""
-        await self._write(lambda db: db.execute("UPDATE pages SET conversion_error = ? WHERE page_id = ?", (error, page_id)))
+        await self._write(lambda db: db.execute(update(pages).where(pages.c.page_id == page_id).values(conversion_error=error)))
 
     async def pages(self, space_key: str | None = None) -> list[StoredPage]:
-        query = "SELECT * FROM pages" + (" WHERE space_key = ?" if space_key else "") + " ORDER BY page_id"
-        return [_stored(r) for r in await self._read(query, (space_key,) if space_key else ())]
+        query = select(pages).order_by(pages.c.page_id)
+        if space_key:
+            query = query.where(pages.c.space_key == space_key)
+        return [_stored(r) for r in await self._read(query)]
 
     # -- images -----------------------------------------------------------------------------
 
     async def attachment(self, attachment_id: str) -> StoredAttachment | None:
-        rows = await self._read("SELECT * FROM attachments WHERE attachment_id = ?", (attachment_id,))
-        return StoredAttachment(**dict(rows[0])) if rows else None
+        rows = await self._read(select(attachments).where(attachments.c.attachment_id == attachment_id))
+        return StoredAttachment(**{**rows[0], "data": bytes(rows[0]["data"])}) if rows else None
 
     async def save_attachment(self, attachment: StoredAttachment) -> None:
-        await self._write(
-            lambda db: db.execute(
-                "INSERT OR REPLACE INTO attachments (attachment_id, page_id, filename, media_type, sha256, data) VALUES (?, ?, ?, ?, ?, ?)",
-                (attachment.attachment_id, attachment.page_id, attachment.filename, attachment.media_type, attachment.sha256, attachment.data),
-            )
-        )
+        row = {name: getattr(attachment, name) for name in attachments.c.keys()}
+        await self._write(lambda db: db.execute(self._upsert(attachments, ("page_id", "filename", "media_type", "sha256", "data")), row))
 
     async def cached_alt_text(self, image_sha256: str, context_sha256: str) -> str | None:
-        rows = await self._read("SELECT text FROM alt_texts WHERE image_sha256 = ? AND context_sha256 = ?", (image_sha256, context_sha256))
+        rows = await self._read(select(alt_texts.c.text).where(alt_texts.c.image_sha256 == image_sha256, alt_texts.c.context_sha256 == context_sha256))
         return rows[0]["text"] if rows else None
 
     async def cache_alt_text(self, image_sha256: str, context_sha256: str, source: str, text: str) -> None:
-        await self._write(
-            lambda db: db.execute(
-                "INSERT OR REPLACE INTO alt_texts (image_sha256, context_sha256, source, text) VALUES (?, ?, ?, ?)",
-                (image_sha256, context_sha256, source, text),
-            )
-        )
+        row = {"image_sha256": image_sha256, "context_sha256": context_sha256, "source": source, "text": text}
+        await self._write(lambda db: db.execute(self._upsert(alt_texts, ("source", "text")), row))
 
     async def set_page_images(self, page_id: str, alt_texts: dict[str, str]) -> None:
-        def run(db: sqlite3.Connection) -> None:
-            db.execute("DELETE FROM page_images WHERE page_id = ?", (page_id,))
-            db.executemany("INSERT INTO page_images (page_id, attachment_id, alt_text) VALUES (?, ?, ?)", [(page_id, a, t) for a, t in alt_texts.items()])
+        rows = [{"page_id": page_id, "attachment_id": a, "alt_text": t} for a, t in alt_texts.items()]
+
+        def run(db: Connection) -> None:
+            db.execute(delete(page_images).where(page_images.c.page_id == page_id))
+            if rows:
+                db.execute(page_images.insert(), rows)
 
         await self._write(run)
 
     async def page_images(self) -> list[Image]:
         """Every image a held page shows, with its bytes and alt text."""
-        rows = await self._read(
-            "SELECT i.page_id, i.attachment_id, i.alt_text, a.filename, a.media_type, a.sha256, a.data FROM page_images i "
-            "JOIN attachments a ON a.attachment_id = i.attachment_id JOIN pages p ON p.page_id = i.page_id ORDER BY i.attachment_id"
+        i, a = page_images.c, attachments.c
+        query = (
+            select(i.page_id, i.attachment_id, i.alt_text, a.filename, a.media_type, a.sha256, a.data)
+            .select_from(page_images.join(attachments, a.attachment_id == i.attachment_id).join(pages, pages.c.page_id == i.page_id))
+            .order_by(i.attachment_id)
         )
-        return [Image(**dict(row)) for row in rows]
+        return [Image(**{**row, "data": bytes(row["data"])}) for row in await self._read(query)]
 
     # -- plumbing -----------------------------------------------------------------------------
 
-    async def _read(self, query: str, params: tuple = ()) -> list[sqlite3.Row]:
-        def run() -> list[sqlite3.Row]:
-            db = self._connect()
-            try:
-                return list(db.execute(query, params))
-            finally:
-                db.close()
+    def _insert(self, table: Table) -> Any:
+        """The dialect's INSERT, which knows ON CONFLICT (the same clause on both engines)."""
+        return (postgresql if self.dialect == "postgresql" else sqlite).insert(table)
+
+    def _upsert(self, table: Table, columns: Sequence[str]) -> Any:
+        """INSERT, or on a primary-key conflict overwrite ``columns`` with the new row's."""
+        statement = self._insert(table)
+        keys = [column for column in table.primary_key.columns]
+        return statement.on_conflict_do_update(index_elements=keys, set_={name: statement.excluded[name] for name in columns})
+
+    async def _read(self, query: Any) -> list[Mapping[str, Any]]:
+        def run() -> list[Mapping[str, Any]]:
+            with self._connected().connect() as db:
+                return list(db.execute(query).mappings())
 
         return await asyncio.to_thread(run)
 
-    async def _write(self, change):
-        def run():
-            db = self._connect()
-            try:
-                with db:  # one transaction, committed or rolled back as a whole
-                    return change(db)
-            finally:
-                db.close()
+    async def _write(self, change: Callable[[Connection], _T]) -> _T:
+        def run() -> _T:
+            with self._connected().begin() as db:  # one transaction, committed or rolled back as a whole
+                return change(db)
 
         return await asyncio.to_thread(run)
 
-
-def _page_row(page: RemotePage) -> tuple[object, ...]:
-    """The ``pages`` columns a listing or a fetch sets, in the order the INSERTs name them."""
-    return (
-        page.page_id,
-        page.space_key,
-        page.title,
-        page.parent_id,
-        page.position,
-        page.version,
-        page.last_modified.isoformat(),
-        page.url,
-        json.dumps(page.read_users),
-        json.dumps(page.read_groups),
-        permission_revision(page.read_users, page.read_groups),
-    )
+    def _connected(self) -> Engine:
+        if self._engine is None:
+            raise RuntimeError("RawStore.open() was not awaited (or the store was closed)")
+        return self._engine
 
 
-def _stored(row: sqlite3.Row) -> StoredPage:
+def _engine(url: Any) -> Engine:
+    if url.get_backend_name() == "postgresql":
+        return create_engine(url, pool_pre_ping=True, pool_size=2, max_overflow=4)
+    engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+
+    @event.listens_for(engine, "connect")
+    def _pragmas(connection: Any, _record: Any) -> None:
+        cursor = connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    return engine
+
+
+def _page_row(page: RemotePage) -> dict[str, object]:
+    """The ``pages`` columns a listing or a fetch sets."""
+    return {
+        "page_id": page.page_id,
+        "space_key": page.space_key,
+        "title": page.title,
+        "parent_id": page.parent_id,
+        "position": page.position,
+        "version": page.version,
+        "last_modified": page.last_modified.isoformat(),
+        "url": page.url,
+        "read_users": json.dumps(page.read_users),
+        "read_groups": json.dumps(page.read_groups),
+        "permission_revision": permission_revision(page.read_users, page.read_groups),
+    }
+
+
+def _stored(row: Mapping[str, Any]) -> StoredPage:
     return StoredPage(
         page_id=row["page_id"],
         space_key=row["space_key"],
@@ -423,6 +523,15 @@ def _stored(row: sqlite3.Row) -> StoredPage:
         converter=row["converter"],
         conversion_error=row["conversion_error"],
     )
+
+
+def _chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:
+    for start in range(0, len(items), _CHUNK):
+        yield items[start : start + _CHUNK]
+
+
+def _first_line(exc: Exception) -> str:
+    return str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
 
 
 def _digest(text: str) -> str:

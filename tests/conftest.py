@@ -4,6 +4,8 @@ on ports of its own, so a running demo stack is never touched."""
 from __future__ import annotations
 
 import secrets
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from devstack.atlassian.runner import serving
 from devstack.atlassian.site import Site
 from devstack.atlassian.view import SiteView, site_view
 from devstack.leaks import plant_canaries, synced_from
+from devstack.postgres import PostgresService
 from evals.leaks.canaries import Canary
 from pipeline.raw_store import RawStore
 from pipeline.sources.confluence_rest import ConfluenceRestSource
@@ -91,9 +94,25 @@ def services(settings: Settings, hive_slice: HiveSlice):
 @pytest.fixture(scope="session")
 async def indexed(services: Settings) -> SyncReport:
     """The slice synced over REST through the real pipeline: raw store, tuples, tree and LightRAG."""
-    store = await RawStore(services.raw_store_path).open()
     source = ConfluenceRestSource(services.confluence, services.confluence.url or "")
-    return await run_sync(services, source, store, Console(quiet=True))
+    async with RawStore.for_settings(services) as store:
+        return await run_sync(services, source, store, Console(quiet=True))
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A real PostgreSQL 15 server for the session, started on first use; tests take a fresh
+    database each with ``create_database``. Its directory lies where the server's own account
+    can reach it (see devstack/postgres.py)."""
+    directory = Path(tempfile.mkdtemp(prefix="wayfinder-test-postgres-"))
+    directory.chmod(0o755)
+    server = PostgresService(directory, 29543, secrets.token_urlsafe(16))
+    try:
+        stack.ensure_up(server, lambda message: None)
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -92,5 +92,5 @@ async def sync_configured(settings: Settings, console: Console, *, permissions_o
         except BlockingIOError:
             console.print("waiting for the sync already running in this data directory")
             await asyncio.to_thread(fcntl.flock, lock, fcntl.LOCK_EX)
-        store = await RawStore(settings.raw_store_path).open()
-        return await run_sync(settings, sync_source(settings), store, console, permissions_only=permissions_only)
+        async with RawStore.for_settings(settings) as store:
+            return await run_sync(settings, sync_source(settings), store, console, permissions_only=permissions_only)

@@ -94,9 +94,9 @@ def own(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Settings, Em
 
 
 async def sync(settings: Settings, *, permissions_only: bool = False):
-    store = await RawStore(settings.raw_store_path).open()
     source = ConfluenceRestSource(settings.confluence, settings.confluence.url or "")
-    return await run_sync(settings, source, store, Console(quiet=True), permissions_only=permissions_only)
+    async with RawStore.for_settings(settings) as store:
+        return await run_sync(settings, source, store, Console(quiet=True), permissions_only=permissions_only)
 
 
 async def visible(settings: Settings, user: str, *page_ids: str) -> set[str]:
@@ -184,8 +184,8 @@ async def test_a_permissions_only_pass_touches_tuples_alone(own):
     report = await sync(settings, permissions_only=True)
     assert report.sinks.index is None and report.converted == 0
     assert await visible(settings, "alice", "200") == {"page:200"}
-    store = await RawStore(settings.raw_store_path).open()
-    handbook = next(p for p in await store.pages() if p.page_id == "100")
+    async with RawStore.for_settings(settings) as store:
+        handbook = next(p for p in await store.pages() if p.page_id == "100")
     assert handbook.needs_body  # the edit is seen in the listing and left for the next full sync
     assert "must not fetch" not in (handbook.markdown or "")
     report = await sync(settings)

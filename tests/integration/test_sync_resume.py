@@ -32,12 +32,18 @@ from tests.integration.test_rest_sync import SYNC, Clock, small_site
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def own(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Settings, Emulator, dict[str, str]]]:
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def own(request, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Settings, Emulator, dict[str, str]]]:
+    """A stack of its own per raw-store engine: the SQLite file in the data directory, or a
+    database on the session's PostgreSQL server."""
     emulator = Emulator(small_site(Clock()), "admin-token-for-resume-tests")
-    base = tmp_path_factory.mktemp("sync-resume")
+    base = tmp_path_factory.mktemp(f"sync-resume-{request.param}")
+    engine = {}
+    if request.param == "postgresql":
+        engine["WAYFINDER_RAW_STORE_URL"] = request.getfixturevalue("postgres").create_database("resume")
     with serving(emulator) as url:
         env = {
+            **engine,
             "WAYFINDER_DATA_DIR": str(base / "run"),
             "WAYFINDER_OPENFGA__HTTP_PORT": "29480",
             "WAYFINDER_OPENFGA__GRPC_PORT": "29481",
@@ -98,7 +104,6 @@ def _sync_killed_when(env: dict[str, str], ready) -> bool:
 async def test_a_killed_sync_resumes_to_the_same_stores(own):
     settings, emulator, env = own
     manifest = settings.index_dir / "manifest.json"
-    raw = settings.raw_store_path
     # Each sync of this site makes 6 REST calls: space, listing, time zone, changed pages, 2 groups.
     kills = [
         lambda: emulator.requests.total() >= 2,  # mid-collection
@@ -111,9 +116,11 @@ async def test_a_killed_sync_resumes_to_the_same_stores(own):
         killed += _sync_killed_when(env, ready)
     assert killed >= 2, "the sync finished before it could be killed: the test tested nothing"
 
-    report = await run_sync(settings, _source(settings), await RawStore(raw).open(), Console(quiet=True))
-    assert report.failed == {}
-    again = await run_sync(settings, _source(settings), await RawStore(raw).open(), Console(quiet=True))
+    async with RawStore.for_settings(settings) as store:
+        report = await run_sync(settings, _source(settings), store, Console(quiet=True))
+        assert report.failed == {}
+        again = await run_sync(settings, _source(settings), store, Console(quiet=True))
+        stored = {p.page_id: p for p in await store.pages()}
     assert (again.added, again.changed, again.moved, again.deleted, again.permission_only) == ([], [], [], [], [])
     assert again.sinks.tuples.written == again.sinks.tuples.deleted == 0 and again.sinks.index.indexed == 0
 
@@ -122,7 +129,6 @@ async def test_a_killed_sync_resumes_to_the_same_stores(own):
     async with OpenFGAClient(settings.openfga) as fga:
         held = {t for t in await fga.read_tuples() if t.object_type in SOURCE_TYPES}
     assert held == confluence_tuples("ENG", view.pages, view.permissions)
-    stored = {p.page_id: p for p in await (await RawStore(raw).open()).pages()}
     assert {i: p.converted_version for i, p in stored.items()} == {p.id: p.version.number for p in site.pages.values()}
     async with Neo4jStore(settings.neo4j) as neo:
         placed = await neo.summaries([f"page:{p}" for p in site.pages])

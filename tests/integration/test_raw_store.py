@@ -1,0 +1,158 @@
+"""The raw store behaves the same on both engines it runs on: SQLite (the default) and a real
+PostgreSQL 15 server."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import replace
+from datetime import UTC, datetime
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from core.errors import ConfigurationError, SourceError
+from core.settings import Settings
+from pipeline.raw_store import RawStore, StoredAttachment, sqlite_url
+from pipeline.sources.confluence_rest import RemotePage, RemoteSpace
+
+WHEN = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def url(request, tmp_path) -> str:
+    if request.param == "sqlite":
+        return sqlite_url(tmp_path / "raw.sqlite")
+    return request.getfixturevalue("postgres").create_database(f"raw_{hashlib.sha256(request.node.nodeid.encode()).hexdigest()[:12]}")
+
+
+@pytest.fixture
+async def store(url):
+    opened = await RawStore(url).open()
+    yield opened
+    await opened.close()
+
+
+def listed(page_id: str, parent: str | None = None, *, version: int = 1, users: tuple[str, ...] = (), space: str = "S") -> RemotePage:
+    return RemotePage(page_id, space, f"T{page_id}", parent, int(page_id), version, WHEN, f"u/{page_id}", users, ())
+
+
+def fetched(page: RemotePage, body: str) -> RemotePage:
+    return replace(page, storage=body, labels=("design",))
+
+
+async def test_a_reconcile_sees_additions_moves_restrictions_new_versions_and_deletions(store):
+    first = await store.reconcile("S", [listed("1"), listed("2", "1"), listed("3", "1"), listed("4", "1")])
+    assert first.added == ["1", "2", "3", "4"] and first.stale == ["1", "2", "3", "4"]
+    for page_id in ("1", "2", "3", "4"):
+        await store.save_body(fetched(listed(page_id, None if page_id == "1" else "1"), f"<p>{page_id}</p>"))
+
+    changes = await store.reconcile("S", [listed("1"), listed("2", "3"), listed("3", "1", users=("bob",)), listed("5", "1")])
+    assert changes.added == ["5"] and changes.moved == ["2"] and changes.permissions_changed == ["3"]
+    assert changes.deleted == ["4"] and changes.stale == ["5"]
+    held = {page.page_id: page for page in await store.pages("S")}
+    assert set(held) == {"1", "2", "3", "5"} and held["2"].parent_id == "3" and held["3"].read_users == ("bob",)
+    assert await store.body("4", 1) is None and await store.body("2", 1) == "<p>2</p>"  # bodies of deleted pages go
+
+
+async def test_a_page_listed_under_another_space_moved_there(store):
+    await store.reconcile("S", [listed("1"), listed("2", "1")])
+    changes = await store.reconcile("T", [listed("2", space="T")])
+    assert changes.moved == ["2"] and changes.added == []
+    assert [p.page_id for p in await store.pages("T")] == ["2"]
+    assert (await store.reconcile("S", [listed("1")])).deleted == []  # not deleted from S: it lives in T now
+
+
+async def test_a_listing_that_would_delete_most_of_a_space_changes_nothing(store):
+    await store.reconcile("S", [listed(str(i)) for i in range(1, 41)])
+    with pytest.raises(SourceError, match="would delete 35 of its 40 pages"):
+        await store.reconcile("S", [listed(str(i)) for i in range(1, 6)], max_deleted_share=0.5)
+    assert len(await store.pages("S")) == 40
+    changes = await store.reconcile("S", [listed(str(i)) for i in range(1, 31)], max_deleted_share=0.5)
+    assert len(changes.deleted) == 10 and len(await store.pages("S")) == 30
+
+
+async def test_bodies_are_kept_by_version_and_a_late_older_fetch_does_not_win(store):
+    await store.reconcile("S", [listed("1", version=2)])
+    await store.save_body(fetched(listed("1", version=2, users=("alice",)), "<p>two</p>"))
+    await store.save_body(fetched(listed("1", version=1), "<p>one</p>"))  # an older body arriving late
+    page = (await store.pages())[0]
+    assert (page.version, page.body_version, page.read_users) == (2, 2, ("alice",))
+    assert await store.body("1", 1) == "<p>one</p>" and await store.body("1", 2) == "<p>two</p>"
+    await store.save_body(fetched(listed("1", version=2), "<p>changed?</p>"))  # a version is never rewritten
+    assert await store.body("1", 2) == "<p>two</p>"
+
+
+async def test_a_conversion_is_held_until_a_new_body_arrives_and_errors_keep_the_old_text(store):
+    await store.reconcile("S", [listed("1")])
+    await store.save_body(fetched(listed("1"), "<p>x</p>"))
+    assert (await store.pages())[0].needs_conversion
+    await store.save_conversion("1", 1, "# T1\n\nx\n", ["page:2"], "T1")
+    page = (await store.pages())[0]
+    assert not page.needs_conversion and page.links == ("page:2",) and page.markdown == "# T1\n\nx\n"
+    await store.save_body(fetched(listed("1", version=2), "<p>broken"))
+    await store.save_conversion_error("1", "unclosed <p>")
+    page = (await store.pages())[0]
+    assert page.needs_conversion and page.conversion_error == "unclosed <p>" and page.markdown == "# T1\n\nx\n"
+
+
+async def test_spaces_watermarks_and_groups(store):
+    await store.save_space(RemoteSpace("S", "Space", "u/S", ("alice",), ("devs",)))
+    await store.save_space(RemoteSpace("S", "Renamed", "u/S", (), ("devs", "ops")))
+    assert await store.spaces() == [RemoteSpace("S", "Renamed", "u/S", (), ("devs", "ops"))]
+    assert await store.watermark("S") is None
+    await store.set_watermark("S", WHEN)
+    assert await store.watermark("S") == WHEN
+    await store.save_groups({"devs": ["bob", "alice"], "ops": []})
+    await store.save_groups({"devs": ["alice"]})  # membership is replaced, not merged
+    assert await store.groups() == {"devs": ("alice",)}
+
+
+async def test_image_bytes_alt_texts_and_page_images(store):
+    await store.reconcile("S", [listed("1")])
+    data = bytes(range(256)) * 4  # every byte value survives the round trip
+    image = StoredAttachment("att9", "1", "flow.png", "image/png", hashlib.sha256(data).hexdigest(), data)
+    await store.save_attachment(image)
+    await store.save_attachment(replace(image, filename="flow-v2.png"))
+    assert await store.attachment("att9") == replace(image, filename="flow-v2.png")
+    await store.cache_alt_text("img", "ctx", "offline", "a flow chart")
+    await store.cache_alt_text("img", "ctx", "gemini", "the query flow")
+    assert await store.cached_alt_text("img", "ctx") == "the query flow"
+    await store.set_page_images("1", {"att9": "the query flow"})
+    [shown] = await store.page_images()
+    assert (shown.page_id, shown.attachment_id, shown.alt_text, shown.data) == ("1", "att9", "the query flow", data)
+    await store.set_page_images("1", {})
+    assert await store.page_images() == []
+
+
+async def test_an_older_store_gains_new_columns_and_its_pages_are_converted_again(url):
+    store = await RawStore(url).open()
+    await store.reconcile("S", [listed("1")])
+    await store.save_body(fetched(listed("1"), "<p>x</p>"))
+    await store.save_conversion("1", 1, "# T1\n\nx\n", [], "T1")
+    assert not (await store.pages())[0].needs_conversion
+    await store.close()
+    engine = create_engine(url)
+    with engine.begin() as db:
+        db.execute(text("ALTER TABLE pages DROP COLUMN converter"))  # as a store from before the column was added
+    engine.dispose()
+    reopened = await RawStore(url).open()
+    page = (await reopened.pages())[0]
+    await reopened.close()
+    assert page.converter is None and page.needs_conversion and page.markdown == "# T1\n\nx\n"
+
+
+async def test_the_settings_choose_the_engine(tmp_path, postgres):
+    assert RawStore.for_settings(Settings(data_dir=tmp_path)).address == f"sqlite:///{tmp_path / 'raw.sqlite'}"
+    configured = RawStore.for_settings(Settings(data_dir=tmp_path, raw_store_url=postgres.url()))
+    assert configured.dialect == "postgresql" and "***" in configured.address
+
+
+async def test_a_store_that_cannot_be_used_is_named_without_its_password(postgres):
+    with pytest.raises(ConfigurationError, match="SQLite or PostgreSQL, not 'mysql'"):
+        RawStore("mysql://u:p@127.0.0.1/db")
+    with pytest.raises(ConfigurationError, match="not a database URL"):
+        RawStore("raw.sqlite")
+    wrong = postgres.url().replace("wayfinder:", "wayfinder:not-the-", 1)
+    with pytest.raises(ConfigurationError, match="cannot be used") as refused:
+        await RawStore(wrong).open()
+    assert "not-the-" not in str(refused.value) and "127.0.0.1:29543" in str(refused.value)
