@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install demo test test-unit leak-suite bench-authz bench-incremental services-up services-down clean
+.PHONY: install demo test test-unit leak-suite bench-authz bench-incremental bench-index services-up services-down clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,11 @@ bench-authz: install
 # Full sync of the Hive space over REST, ~1% churn, incremental sync (own stack; about 20 minutes).
 bench-incremental: install
 	$(BIN)/wayfinder bench-incremental
+
+# Index the Hive space from empty stores on a stack of its own: throughput against the floor of
+# its models (chunks embedded alone), linearity, server memory and search latency over MCP.
+bench-index: install
+	$(BIN)/wayfinder bench-index
 
 services-up: install
 	$(BIN)/wayfinder services up

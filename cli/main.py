@@ -216,6 +216,17 @@ def bench_incremental() -> None:
         raise typer.Exit(code=1)
 
 
+@app.command("bench-index")
+def bench_index() -> None:
+    """Index the Hive space from empty stores: pages/s, the ratio to embedding the chunks alone, server memory and search latency."""
+    from devstack.bench_index import run_bench_index
+
+    try:
+        asyncio.run(run_bench_index(Settings(), console))
+    except WayfinderError as exc:
+        raise _fail(exc) from exc
+
+
 @app.command("leak-suite")
 def leak_suite() -> None:
     """Probe every page as every principal over MCP on a stack of its own; exit 1 on any leak."""

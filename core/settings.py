@@ -7,6 +7,7 @@ call :meth:`Settings.load` (or construct ``Settings()``) where the program start
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Literal
 
@@ -202,3 +203,34 @@ class Settings(BaseSettings):
     @property
     def raw_store_path(self) -> Path:
         return self.data_dir / "raw.sqlite"
+
+    def as_environment(self) -> dict[str, str]:
+        """These settings as ``WAYFINDER_*`` variables, secrets included: for a child process that
+        must run on exactly this configuration (``Settings()`` there reads them back)."""
+        env: dict[str, str] = {}
+
+        def walk(model: BaseModel, prefix: str) -> None:
+            for name in type(model).model_fields:
+                value = getattr(model, name)
+                key = f"{prefix}{name.upper()}"
+                if isinstance(value, BaseModel):
+                    walk(value, key + "__")
+                elif isinstance(value, SecretStr):
+                    env[key] = value.get_secret_value()
+                elif isinstance(value, (dict, list, tuple)):
+                    env[key] = json.dumps(_plain(value))
+                elif value is not None:
+                    env[key] = str(value)
+
+        walk(self, "WAYFINDER_")
+        return env
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    return value

@@ -4,7 +4,6 @@ show what three users see."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import secrets
 import signal
@@ -40,13 +39,14 @@ def run_demo(settings: Settings, console: Console, *, start_services: bool = Tru
     asyncio.run(sync_configured(settings, console))
     tokens = {user: secrets.token_urlsafe(32) for user in USERS}
     agent_token = secrets.token_urlsafe(32)
-    server = _start_server(settings, {token: user for user, token in tokens.items()} | {agent_token: AGENT})
+    served = {token: user for user, token in tokens.items()} | {agent_token: AGENT}
+    server = start_server(settings.model_copy(update={"mcp": settings.mcp.model_copy(update={"tokens": served})}))
     try:
-        _wait_for_port(settings.mcp.host, settings.mcp.port, server, timeout=120)
+        wait_for_port(settings.mcp.host, settings.mcp.port, server, timeout=120)
         url = f"http://{settings.mcp.host}:{settings.mcp.port}/mcp"
         asyncio.run(show_views(url, tokens, console))
         asyncio.run(show_delegation(url, agent_token, settings, console))
-        peak = _peak_rss_mib(server.pid)
+        peak = resident_mib(server.pid, "VmHWM")
         if peak is not None:
             console.print(f"MCP server peak memory (VmHWM): {peak:.0f} MiB")
     finally:
@@ -54,15 +54,16 @@ def run_demo(settings: Settings, console: Console, *, start_services: bool = Tru
         server.wait(timeout=30)
 
 
-def _start_server(settings: Settings, tokens: dict[str, object]) -> subprocess.Popen[bytes]:
-    env = dict(os.environ, WAYFINDER_MCP__TOKENS=json.dumps(tokens))
+def start_server(settings: Settings) -> subprocess.Popen[bytes]:
+    """``wayfinder serve --transport http`` as a child process on exactly ``settings``."""
+    env = dict(os.environ) | settings.as_environment()
     with open(settings.data_dir / "mcp-server.log", "ab") as log:  # the child keeps its own copy
         return subprocess.Popen(
             [sys.executable, "-m", "cli", "serve", "--transport", "http"], env=env, stdout=log, stderr=log
         )
 
 
-def _wait_for_port(host: str, port: int, process: subprocess.Popen[bytes], timeout: float) -> None:
+def wait_for_port(host: str, port: int, process: subprocess.Popen[bytes], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -74,11 +75,12 @@ def _wait_for_port(host: str, port: int, process: subprocess.Popen[bytes], timeo
     raise ServiceError(f"the MCP server did not listen on {host}:{port} within {timeout:.0f}s")
 
 
-def _peak_rss_mib(pid: int) -> float | None:
+def resident_mib(pid: int, field: str) -> float | None:
+    """``VmRSS`` (resident now) or ``VmHWM`` (peak) of a process, in MiB."""
     try:
         with open(f"/proc/{pid}/status") as status:
             for line in status:
-                if line.startswith("VmHWM:"):
+                if line.startswith(f"{field}:"):
                     return int(line.split()[1]) / 1024
     except OSError:
         pass

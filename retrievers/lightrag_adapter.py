@@ -26,6 +26,11 @@ LightRAG's sharp edges, and how this module guards them:
   documents. So one ``LightRAGIndex`` may be open per process, and closing it resets that state.
   The state is also bound to one event loop: an instance refuses calls from another loop.
 * Deleting a document rebuilds shared entities from the LLM cache, so the cache stays enabled.
+* LightRAG flushes every storage after each document it inserts, and several times per document
+  it deletes. File storages rewrite their whole file on each flush, so indexing cost grows with
+  the square of the index. Within one ``upsert`` or ``delete`` call the flushes are collected
+  (``_flushes_deferred``) and run once when the call ends, the document-status store last: it
+  says which documents are done, so it must never run ahead of the data it vouches for.
 """
 
 from __future__ import annotations
@@ -70,7 +75,7 @@ with _contained_import():
     import lightrag.kg.nano_vector_db_impl  # noqa: F401
     import lightrag.kg.networkx_impl  # noqa: F401
     from lightrag import LightRAG
-    from lightrag.base import DocStatus
+    from lightrag.base import DocStatus, DocStatusStorage, StorageNameSpace
     from lightrag.constants import GRAPH_FIELD_SEP
     from lightrag.kg.shared_storage import finalize_share_data
     from lightrag.llm_roles import ROLE_NAMES, RoleLLMConfig
@@ -272,12 +277,13 @@ class LightRAGIndex:
         for start in range(0, len(docs), size):
             batch = [doc for doc in docs[start : start + size] if not await self._unchanged(doc)]
             if batch:
-                await self.delete([doc.doc_id for doc in batch])
                 ids = [doc.doc_id for doc in batch]
-                try:
-                    await rag.ainsert([doc.text for doc in batch], ids=ids, file_paths=ids)
-                except Exception as exc:
-                    raise IndexError_(f"LightRAG insert failed: {exc}") from exc
+                async with self._flushes_deferred():
+                    await self._delete(ids)
+                    try:
+                        await rag.ainsert([doc.text for doc in batch], ids=ids, file_paths=ids)
+                    except Exception as exc:
+                        raise IndexError_(f"LightRAG insert failed: {exc}") from exc
                 await self._raise_on_failures(ids)
             done += len(docs[start : start + size])
             if on_progress is not None:
@@ -299,7 +305,12 @@ class LightRAGIndex:
                 raise IndexError_(f"LightRAG did not process {doc_id}: {state} {error or ''}".strip())
 
     async def delete(self, doc_ids: Sequence[str]) -> None:
-        rag = self._require_open()
+        self._require_open()
+        async with self._flushes_deferred():
+            await self._delete(doc_ids)
+
+    async def _delete(self, doc_ids: Sequence[str]) -> None:
+        rag = self._rag
         for doc_id in doc_ids:
             if not await rag.doc_status.get_by_id(doc_id):
                 continue  # LightRAG would log a warning for an unknown id
@@ -309,6 +320,34 @@ class LightRAGIndex:
                 raise IndexError_(f"LightRAG delete of {doc_id} failed: {exc}") from exc
             if result.status not in ("success", "not_found"):
                 raise IndexError_(f"LightRAG delete of {doc_id} failed: {result.status} {result.message}")
+
+    @contextlib.asynccontextmanager
+    async def _flushes_deferred(self) -> Any:
+        """Collect the storages LightRAG asks to flush; flush each once on the way out (also when
+        the call failed: what LightRAG finished before the failure is kept, as it would have been)."""
+        storages = [s for s in vars(self._rag).values() if isinstance(s, StorageNameSpace)]
+        pending: dict[int, StorageNameSpace] = {}
+
+        def deferred(storage: StorageNameSpace) -> Callable[[], Any]:
+            async def note() -> None:
+                pending[id(storage)] = storage
+
+            return note
+
+        for storage in storages:
+            storage.index_done_callback = deferred(storage)  # type: ignore[method-assign]
+        try:
+            yield
+        finally:
+            for storage in storages:
+                del storage.index_done_callback  # the class's own method again
+            status = [s for s in pending.values() if isinstance(s, DocStatusStorage)]
+            data = [s for s in pending.values() if not isinstance(s, DocStatusStorage)]
+            try:
+                await asyncio.gather(*(s.index_done_callback() for s in data))
+                await asyncio.gather(*(s.index_done_callback() for s in status))
+            except Exception as exc:
+                raise IndexError_(f"LightRAG could not write its storages: {exc}") from exc
 
     # -- reads ----------------------------------------------------------------------------------
 

@@ -81,6 +81,36 @@ async def test_reopen_persists_and_workspaces_do_not_leak(
         assert (await index.query("HiveServer2", top_k=3)).chunks[0].doc_id == "page:1"
 
 
+async def test_one_upsert_writes_each_storage_once_and_the_document_status_last(
+    tmp_path: Path, embedder: LocalEmbedder, extractor: LocalExtractor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LightRAG flushes every storage after each document; rewriting whole files per document
+    made indexing cost grow with the square of the index."""
+    from lightrag.kg.json_doc_status_impl import JsonDocStatusStorage
+    from lightrag.kg.json_kv_impl import JsonKVStorage
+    from lightrag.kg.nano_vector_db_impl import NanoVectorDBStorage
+    from lightrag.kg.networkx_impl import NetworkXStorage
+
+    writes: list[str] = []
+    for storage_class in (JsonDocStatusStorage, JsonKVStorage, NanoVectorDBStorage, NetworkXStorage):
+
+        async def counted(self, real=storage_class.index_done_callback) -> None:
+            writes.append(self.namespace)
+            await real(self)
+
+        monkeypatch.setattr(storage_class, "index_done_callback", counted)
+    async with open_index(tmp_path, embedder, extractor) as index:
+        writes.clear()
+        await index.upsert(DOCS)
+        assert len(writes) == len(set(writes)), f"a storage was written more than once: {writes}"
+        assert {"text_chunks", "chunks", "entities", "relationships", "chunk_entity_relation"} <= set(writes)
+        assert writes[-1] == "doc_status"
+        writes.clear()
+        await index.delete(["page:1", "page:2"])
+        assert len(writes) == len(set(writes)) and writes[-1] == "doc_status"
+        assert await index.indexed_doc_ids() == {"page:3"}
+
+
 async def test_guards(tmp_path: Path, embedder: LocalEmbedder, extractor: LocalExtractor, monkeypatch: pytest.MonkeyPatch) -> None:
     async with open_index(tmp_path / "a", embedder, extractor) as index:
         with pytest.raises(ConfigurationError, match="already open in this process"):

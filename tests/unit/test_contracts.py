@@ -3,6 +3,7 @@ fakes satisfy their Protocols, and Cypher and OpenFGA SDK use stay in their one 
 
 from __future__ import annotations
 
+import os
 import re
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -114,3 +115,16 @@ def test_layers_import_downwards_only():
             if imported in LAYERS and imported != relative.parts[0] and LAYERS[imported] >= own:
                 offenders.append(f"{relative} imports {imported}")
     assert offenders == []
+
+
+def test_settings_survive_the_trip_through_a_child_process_environment(monkeypatch):
+    configured = Settings(
+        mcp={"port": 1234, "tokens": {"t" * 32: "alice", "a" * 32: {"user": "alice", "agent": "bot", "task": "digest"}}},
+        confluence={"spaces": ["HIVE", "OPS"], "token": "secret-token"},
+        raw_store_url="postgresql+psycopg://u:p@127.0.0.1/raw",
+    )
+    for key in [k for k in os.environ if k.startswith("WAYFINDER_")]:
+        monkeypatch.delenv(key)
+    for key, value in configured.as_environment().items():
+        monkeypatch.setenv(key, value)
+    assert Settings() == configured
