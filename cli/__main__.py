@@ -1,3 +1,4 @@
 from cli.main import app
 
-app()
+if __name__ == "__main__":  # worker processes import this module again; only the command runs the app
+    app()

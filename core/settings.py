@@ -69,7 +69,12 @@ class LightRAGSettings(BaseModel):
     workspace: str = Field("hive", description="LightRAG workspace (sub-directory of the index directory).")
     chunk_token_size: int = Field(800, ge=100, description="Target chunk size in tokens.")
     chunk_overlap_token_size: int = Field(100, ge=0, description="Overlap between chunks in tokens.")
-    insert_batch_size: int = Field(16, ge=1, description="Documents handed to LightRAG per insert call.")
+    insert_batch_size: int = Field(
+        48, ge=1, description="Documents handed to LightRAG per insert call: its vectors are computed and its files written once per batch."
+    )
+    extraction_workers: int = Field(
+        2, ge=0, description="Processes that run the offline entity extraction while indexing (0: in the indexing process)."
+    )
 
 
 MIN_TOKEN_CHARS = 32

@@ -20,6 +20,7 @@ import json
 import secrets
 import shutil
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,6 +85,12 @@ class CountingExtractor:
 
     def keywords(self, query: str) -> tuple[list[str], list[str]]:
         return self._inner.keywords(query)
+
+    def prefetch(self, texts: Sequence[str]) -> None:
+        self._inner.prefetch(texts)
+
+    def close(self) -> None:
+        self._inner.close()
 
 
 def bench_settings(settings: Settings) -> Settings:

@@ -62,7 +62,7 @@ def bench_settings(settings: Settings) -> Settings:
 
 
 class _Timed:
-    """The index, with the time each upsert (one batch of the sync) finished."""
+    """The index, with the time each batch of an upsert finished."""
 
     def __init__(self, inner: SemanticIndex, marks: list[tuple[int, float]]) -> None:
         self._inner, self._marks = inner, marks
@@ -76,8 +76,14 @@ class _Timed:
         await self._inner.__aexit__(*exc)  # type: ignore[attr-defined]
 
     async def upsert(self, docs: Sequence[IndexDocument], on_progress: Callable[[int], None] | None = None) -> None:
-        await self._inner.upsert(docs, on_progress)
-        self._marks.append((self._marks[-1][0] + len(docs), time.monotonic()))
+        before = self._marks[-1][0]
+
+        def timed(done: int) -> None:
+            self._marks.append((before + done, time.monotonic()))
+            if on_progress is not None:
+                on_progress(done)
+
+        await self._inner.upsert(docs, timed)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)

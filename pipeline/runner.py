@@ -87,9 +87,7 @@ async def run_sinks(
                 if not console.is_terminal:  # logs and CI get a line per batch instead of a bar
                     console.print(f"indexed {int(progress.tasks[0].completed)}/{len(to_index)} pages")
 
-            indexed = await sync_index(
-                index, Manifest(settings.index_dir / "manifest.json"), to_index, settings.lightrag.insert_batch_size, on_progress=advance
-            )
+            indexed = await sync_index(index, Manifest(settings.index_dir / "manifest.json"), to_index, on_progress=advance)
     index_seconds = time.monotonic() - index_started
     console.print(
         f"LightRAG: {indexed.indexed} pages indexed, {indexed.deleted} deleted, {indexed.unchanged} unchanged in {index_seconds:.1f}s"

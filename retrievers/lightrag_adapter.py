@@ -31,6 +31,9 @@ LightRAG's sharp edges, and how this module guards them:
   the square of the index. Within one ``upsert`` or ``delete`` call the flushes are collected
   (``_flushes_deferred``) and run once when the call ends, the document-status store last: it
   says which documents are done, so it must never run ahead of the data it vouches for.
+* Extraction is the other large cost. While a batch's vectors are computed and written, the
+  chunks of the next batch (cut by LightRAG's own chunker with our sizes) are handed to the
+  extractor's ``prefetch``, so an extractor with worker processes has them ready when LightRAG asks.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
@@ -80,6 +83,7 @@ with _contained_import():
     from lightrag.kg.shared_storage import finalize_share_data
     from lightrag.llm_roles import ROLE_NAMES, RoleLLMConfig
     from lightrag.prompt import PROMPTS
+    from lightrag.chunker.token_size import chunking_by_token_size
     from lightrag.utils import EmbeddingFunc, Tokenizer, make_relation_chunk_key
     from lightrag.utils import logger as _lightrag_logger
 
@@ -251,6 +255,7 @@ class LightRAGIndex:
         try:
             await self._rag.finalize_storages()
         finally:
+            await asyncio.to_thread(self._extractor.close)
             self._open.remove(self)
             finalize_share_data()  # forget this workspace's in-memory state
             self._rag = None
@@ -273,21 +278,45 @@ class LightRAGIndex:
         if len({doc.doc_id for doc in docs}) != len(docs):
             raise InvalidArgument("duplicate document ids in one upsert")
         size = self._settings.insert_batch_size
+        slices = [docs[start : start + size] for start in range(0, len(docs), size)]
+        batches = [[doc for doc in part if not await self._unchanged(doc)] for part in slices]
+        await self._prefetch(batches[:1])
         done = 0
-        for start in range(0, len(docs), size):
-            batch = [doc for doc in docs[start : start + size] if not await self._unchanged(doc)]
+        for number, (part, batch) in enumerate(zip(slices, batches, strict=True)):
             if batch:
                 ids = [doc.doc_id for doc in batch]
-                async with self._flushes_deferred():
+                # The next batch is extracted while this one's vectors are computed and written.
+                async with self._flushes_deferred(before=lambda n=number: self._prefetch(batches[n + 1 : n + 2])):
                     await self._delete(ids)
                     try:
                         await rag.ainsert([doc.text for doc in batch], ids=ids, file_paths=ids)
                     except Exception as exc:
                         raise IndexError_(f"LightRAG insert failed: {exc}") from exc
                 await self._raise_on_failures(ids)
-            done += len(docs[start : start + size])
+            else:
+                await self._prefetch(batches[number + 1 : number + 2])
+            done += len(part)
             if on_progress is not None:
                 on_progress(done)
+
+    async def _prefetch(self, batches: Sequence[Sequence[IndexDocument]]) -> None:
+        """Tell the extractor which chunk texts LightRAG is about to ask about (chunked as it will)."""
+        settings = self._settings
+
+        def chunk_texts() -> list[str]:
+            tokenizer = self._rag.tokenizer
+            return [
+                chunk["content"].strip()
+                for batch in batches
+                for doc in batch
+                for chunk in chunking_by_token_size(
+                    tokenizer, doc.text, None, False, settings.chunk_overlap_token_size, settings.chunk_token_size
+                )
+            ]
+
+        texts = await asyncio.to_thread(chunk_texts)
+        if texts:
+            await asyncio.to_thread(self._extractor.prefetch, texts)
 
     async def _unchanged(self, doc: IndexDocument) -> bool:
         status = await self._rag.doc_status.get_by_id(doc.doc_id)
@@ -322,9 +351,10 @@ class LightRAGIndex:
                 raise IndexError_(f"LightRAG delete of {doc_id} failed: {result.status} {result.message}")
 
     @contextlib.asynccontextmanager
-    async def _flushes_deferred(self) -> Any:
+    async def _flushes_deferred(self, before: Callable[[], Awaitable[None]] | None = None) -> Any:
         """Collect the storages LightRAG asks to flush; flush each once on the way out (also when
-        the call failed: what LightRAG finished before the failure is kept, as it would have been)."""
+        the call failed: what LightRAG finished before the failure is kept, as it would have been).
+        ``before`` runs just ahead of the flush."""
         storages = [s for s in vars(self._rag).values() if isinstance(s, StorageNameSpace)]
         pending: dict[int, StorageNameSpace] = {}
 
@@ -341,6 +371,11 @@ class LightRAGIndex:
         finally:
             for storage in storages:
                 del storage.index_done_callback  # the class's own method again
+            if before is not None:
+                try:
+                    await before()
+                except Exception:  # a hint to work ahead; the flush must happen regardless
+                    logging.getLogger("wayfinder.index").warning("working ahead on the next batch failed", exc_info=True)
             status = [s for s in pending.values() if isinstance(s, DocStatusStorage)]
             data = [s for s in pending.values() if not isinstance(s, DocStatusStorage)]
             try:

@@ -7,6 +7,7 @@ hosted models (Gemini) plug in through the same shapes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -47,6 +48,16 @@ class Extractor(Protocol):
 
     def keywords(self, query: str) -> tuple[list[str], list[str]]:
         """``(high_level, low_level)`` keywords: themes and concepts, then named things."""
+        ...
+
+    def prefetch(self, texts: Sequence[str]) -> None:
+        """A hint: ``extract`` will soon be asked for these texts. An extractor that can work
+        ahead (in other processes, or by batching a hosted model's calls) starts now; one that
+        cannot ignores it."""
+        ...
+
+    def close(self) -> None:
+        """Release workers or clients; the extractor may be used again afterwards."""
         ...
 
 

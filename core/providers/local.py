@@ -20,8 +20,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import multiprocessing
 import re
 import threading
+from collections.abc import Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -165,13 +168,23 @@ class LocalExtractor:
 
     Models load lazily on first use (in whichever thread calls first) and calls are serialised by
     a lock, because spaCy and Kiwi pipelines are not documented as thread-safe.
+
+    With ``workers`` > 0, ``extract`` runs in that many worker processes instead (spaCy holds the
+    GIL for most of its work, so threads cannot use a second core), and ``prefetch`` starts texts
+    ahead of need: the index extracts the next batch while it writes the vectors of this one.
+    ``keywords`` (query time) always runs in this process. The results are the same either way.
     """
 
-    def __init__(self, key_phrases: int = 8) -> None:
+    def __init__(self, key_phrases: int = 8, workers: int = 0) -> None:
         self._key_phrases = key_phrases
+        self._workers = workers
         self._lock = threading.Lock()
         self._nlp: Any = None
         self._kiwi: Any = None
+        self._pool: ProcessPoolExecutor | None = None
+        self._ahead: dict[str, tuple[int, Future[Extraction]]] = {}  # text -> (prefetch round, result)
+        self._round = 0
+        self._ahead_lock = threading.Lock()
 
     # -- models ---------------------------------------------------------------------------------
 
@@ -239,8 +252,39 @@ class LocalExtractor:
     # -- public ---------------------------------------------------------------------------------
 
     def extract(self, text: str) -> Extraction:
+        if self._workers:
+            return self._submitted(text).result()
         with self._lock:
             return self._extract(text)
+
+    def prefetch(self, texts: Sequence[str]) -> None:
+        if not self._workers:
+            return
+        with self._ahead_lock:
+            self._round += 1
+            # Texts hinted two rounds ago and never asked for will not be: forget them.
+            self._ahead = {t: (r, f) for t, (r, f) in self._ahead.items() if r >= self._round - 1}
+            for text in texts:
+                if text not in self._ahead:
+                    self._ahead[text] = (self._round, self._executor().submit(_extract_in_worker, self._key_phrases, text))
+
+    def close(self) -> None:
+        """Stop the worker processes (they start again on the next call)."""
+        with self._ahead_lock:
+            pool, self._pool, self._ahead = self._pool, None, {}
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def _submitted(self, text: str) -> Future[Extraction]:
+        with self._ahead_lock:
+            held = self._ahead.pop(text, None)
+            return held[1] if held else self._executor().submit(_extract_in_worker, self._key_phrases, text)
+
+    def _executor(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            # spawn: the workers start clean, not as forks of a process that runs threads
+            self._pool = ProcessPoolExecutor(self._workers, mp_context=multiprocessing.get_context("spawn"))
+        return self._pool
 
     def _extract(self, text: str) -> Extraction:
         return self._analyse(text)[0]
@@ -314,6 +358,16 @@ class LocalExtractor:
         if not low and not high:
             low = [query.strip()]
         return high or low, low or high
+
+
+_WORKER: LocalExtractor | None = None
+
+
+def _extract_in_worker(key_phrases: int, text: str) -> Extraction:
+    global _WORKER
+    if _WORKER is None:
+        _WORKER = LocalExtractor(key_phrases)
+    return _WORKER._extract(text)
 
 
 def render_extraction(

@@ -31,7 +31,7 @@ def _digest(text: str) -> str:
 
 
 class Manifest:
-    """doc id → content hash of what the index holds. Written after each successful batch."""
+    """doc id → content hash of what the index holds. Written each time the index reports progress."""
 
     def __init__(self, path: Path) -> None:
         self._path = path
@@ -51,9 +51,10 @@ async def sync_index(
     index: SemanticIndex,
     manifest: Manifest,
     pages: Sequence[Page],
-    batch_size: int,
     on_progress: Callable[[int], None] | None = None,
 ) -> IndexSync:
+    """Index what changed in one ``upsert`` (the index batches it, and works ahead on the next
+    batch while it writes this one); the manifest follows each batch the index reports done."""
     held = manifest.load()
     indexed = await index.indexed_doc_ids()
     # A doc the manifest lists but the index lost (interrupted run) is redone.
@@ -67,11 +68,16 @@ async def sync_index(
     todo = [(page, digest) for page, digest in wanted.values() if held.get(page.id) != digest]
     if on_progress and len(wanted) > len(todo):
         on_progress(len(wanted) - len(todo))  # already indexed and unchanged
-    for start in range(0, len(todo), batch_size):
-        batch = todo[start : start + batch_size]
-        await index.upsert([IndexDocument(page.id, index_text(page)) for page, _ in batch])
-        held.update((page.id, digest) for page, digest in batch)
+    saved = 0
+
+    def done(count: int) -> None:
+        nonlocal saved
+        held.update((page.id, digest) for page, digest in todo[saved:count])
         manifest.save(held)
         if on_progress:
-            on_progress(len(batch))
+            on_progress(count - saved)
+        saved = count
+
+    if todo:
+        await index.upsert([IndexDocument(page.id, index_text(page)) for page, _ in todo], on_progress=done)
     return IndexSync(indexed=len(todo), deleted=len(stale), unchanged=len(wanted) - len(todo))

@@ -111,6 +111,33 @@ async def test_one_upsert_writes_each_storage_once_and_the_document_status_last(
         assert await index.indexed_doc_ids() == {"page:3"}
 
 
+class Witness(LocalExtractor):
+    """Records what the index hinted and what LightRAG then asked."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hinted: list[str] = []
+        self.asked: list[str] = []
+
+    def prefetch(self, texts) -> None:
+        self.hinted.extend(texts)
+
+    def extract(self, text: str):
+        self.asked.append(text)
+        return super().extract(text)
+
+
+async def test_the_index_hints_each_chunk_before_lightrag_asks_for_it(tmp_path: Path, embedder: LocalEmbedder) -> None:
+    witness = Witness()
+    long_text = " ".join(f"Sentence {i} says HiveServer2 talks to the Metastore number {i}." for i in range(400))
+    docs = [*DOCS, IndexDocument("page:4", long_text)]
+    settings = LightRAGSettings(workspace="test", insert_batch_size=2, chunk_token_size=200, chunk_overlap_token_size=20)
+    async with LightRAGIndex(settings, tmp_path, embedder, witness) as index:
+        await index.upsert(docs)
+    assert len(witness.asked) > len(docs)  # the long page came in several chunks
+    assert sorted(witness.asked) == sorted(witness.hinted)
+
+
 async def test_guards(tmp_path: Path, embedder: LocalEmbedder, extractor: LocalExtractor, monkeypatch: pytest.MonkeyPatch) -> None:
     async with open_index(tmp_path / "a", embedder, extractor) as index:
         with pytest.raises(ConfigurationError, match="already open in this process"):

@@ -49,6 +49,22 @@ def test_extraction_is_deterministic(extractor: LocalExtractor) -> None:
     assert extractor.extract(SAMPLE) == LocalExtractor().extract(SAMPLE)
 
 
+def test_worker_processes_extract_the_same_and_pick_up_what_was_prefetched(extractor: LocalExtractor) -> None:
+    pooled = LocalExtractor(workers=1)
+    try:
+        pooled.prefetch([KOREAN])
+        [(_, ahead)] = pooled._ahead.values()
+        assert pooled.extract(KOREAN) == extractor.extract(KOREAN) and ahead.done()
+        assert pooled._ahead == {}  # taken, not extracted twice
+        assert pooled.extract(SAMPLE) == extractor.extract(SAMPLE)  # not prefetched: extracted on demand
+        pooled.prefetch(["a hint never asked for"])
+        pooled.prefetch([])
+        pooled.prefetch([])
+        assert pooled._ahead == {}  # forgotten two rounds later
+    finally:
+        pooled.close()
+
+
 def test_finds_named_and_technical_entities(extractor: LocalExtractor) -> None:
     names = {name for name, _type, _desc in extractor.extract(SAMPLE).entities}
     assert {"Apache Hive", "HiveServer2", "JDBC", "hive.exec.parallel", "hive-site.xml"} <= names
