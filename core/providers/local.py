@@ -173,6 +173,8 @@ class LocalExtractor:
     GIL for most of its work, so threads cannot use a second core), and ``prefetch`` starts texts
     ahead of need: the index extracts the next batch while it writes the vectors of this one.
     ``keywords`` (query time) always runs in this process. The results are the same either way.
+    Workers are spawned, so a program that indexes must guard its entry point with
+    ``if __name__ == "__main__"`` (``wayfinder`` and ``python -m cli`` do).
     """
 
     def __init__(self, key_phrases: int = 8, workers: int = 0) -> None:
