@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install demo test test-unit leak-suite bench-authz bench-incremental bench-index services-up services-down clean
+.PHONY: install demo test test-unit leak-suite bench-authz bench-incremental bench-index bench-index-scale services-up services-down clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,11 @@ bench-incremental: install
 # its models (chunks embedded alone), linearity, server memory and search latency over MCP.
 bench-index: install
 	$(BIN)/wayfinder bench-index
+
+# The same with the MuSiQue passages as a second, flat space (2,195 pages; about 40 minutes):
+# does the last tenth index as fast as the first?
+bench-index-scale: install
+	$(BIN)/wayfinder bench-index --scale
 
 services-up: install
 	$(BIN)/wayfinder services up

@@ -217,12 +217,14 @@ def bench_incremental() -> None:
 
 
 @app.command("bench-index")
-def bench_index() -> None:
+def bench_index(
+    scale: bool = typer.Option(False, help="Also the 1,890 MuSiQue passages as a flat space (2,195 pages)."),
+) -> None:
     """Index the Hive space from empty stores: pages/s, the ratio to embedding the chunks alone, server memory and search latency."""
     from devstack.bench_index import run_bench_index
 
     try:
-        asyncio.run(run_bench_index(Settings(), console))
+        asyncio.run(run_bench_index(Settings(), console, scale=scale))
     except WayfinderError as exc:
         raise _fail(exc) from exc
 

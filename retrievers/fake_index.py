@@ -33,8 +33,12 @@ class FakeSemanticIndex:
     async def __aexit__(self, *exc_info: object) -> None:
         return None
 
-    async def upsert(self, docs: Sequence[IndexDocument], on_progress: Callable[[int], None] | None = None) -> None:
+    async def upsert(
+        self, docs: Sequence[IndexDocument], on_progress: Callable[[int], None] | None = None, *, remove: Sequence[str] = ()
+    ) -> None:
         self.calls.append(("upsert", [d.doc_id for d in docs]))
+        if remove:
+            await self.delete(remove)
         if len({d.doc_id for d in docs}) != len(docs):
             raise InvalidArgument("duplicate document ids in one upsert")
         for done, doc in enumerate(docs, start=1):

@@ -143,8 +143,12 @@ class SemanticIndex(Protocol):
     """Documents in, unauthorized candidates out: each channel searched on its own, nothing
     expanded through the graph (the caller expands through the items it may see)."""
 
-    async def upsert(self, docs: Sequence[IndexDocument], on_progress: Callable[[int], None] | None = None) -> None:
-        """Index ``docs``, replacing earlier versions; ``on_progress(n_done)`` after each batch."""
+    async def upsert(
+        self, docs: Sequence[IndexDocument], on_progress: Callable[[int], None] | None = None, *, remove: Sequence[str] = ()
+    ) -> None:
+        """Index ``docs``, replacing earlier versions; ``on_progress(n_done)`` after each batch.
+        ``remove`` names documents to delete in the same pass (the stores are written once for
+        both); they are gone by the first ``on_progress``."""
         ...
 
     async def delete(self, doc_ids: Sequence[str]) -> None:
@@ -270,34 +274,45 @@ class LightRAGIndex:
 
     # -- writes ---------------------------------------------------------------------------------
 
-    async def upsert(self, docs: Sequence[IndexDocument], on_progress: Callable[[int], None] | None = None) -> None:
+    async def upsert(
+        self, docs: Sequence[IndexDocument], on_progress: Callable[[int], None] | None = None, *, remove: Sequence[str] = ()
+    ) -> None:
         rag = self._require_open()
         for doc in docs:
             if not doc.doc_id or "/" in doc.doc_id or "\\" in doc.doc_id:
                 raise InvalidArgument(f"document id {doc.doc_id!r} must be non-empty without path separators")
         if len({doc.doc_id for doc in docs}) != len(docs):
             raise InvalidArgument("duplicate document ids in one upsert")
+        if set(remove) & {doc.doc_id for doc in docs}:
+            raise InvalidArgument("a document cannot be indexed and removed in one upsert")
         size = self._settings.insert_batch_size
         slices = [docs[start : start + size] for start in range(0, len(docs), size)]
         batches = [[doc for doc in part if not await self._unchanged(doc)] for part in slices]
         await self._prefetch(batches[:1])
+        removals = list(remove)
         done = 0
         for number, (part, batch) in enumerate(zip(slices, batches, strict=True)):
             if batch:
                 ids = [doc.doc_id for doc in batch]
                 # The next batch is extracted while this one's vectors are computed and written.
                 async with self._flushes_deferred(before=lambda n=number: self._prefetch(batches[n + 1 : n + 2])):
-                    await self._delete(ids)
+                    await self._delete([*removals, *ids])
+                    removals = []
                     try:
                         await rag.ainsert([doc.text for doc in batch], ids=ids, file_paths=ids)
                     except Exception as exc:
                         raise IndexError_(f"LightRAG insert failed: {exc}") from exc
                 await self._raise_on_failures(ids)
             else:
+                if removals:
+                    await self.delete(removals)
+                    removals = []
                 await self._prefetch(batches[number + 1 : number + 2])
             done += len(part)
             if on_progress is not None:
                 on_progress(done)
+        if removals:  # nothing to index
+            await self.delete(removals)
 
     async def _prefetch(self, batches: Sequence[Sequence[IndexDocument]]) -> None:
         """Tell the extractor which chunk texts LightRAG is about to ask about (chunked as it will)."""

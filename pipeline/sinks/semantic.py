@@ -61,11 +61,13 @@ async def sync_index(
     held = {doc: digest for doc, digest in held.items() if doc in indexed}
     wanted = {page.id: (page, _digest(index_text(page))) for page in pages}
     stale = sorted(set(held) - set(wanted) | (indexed - set(held) - set(wanted)))
-    if stale:
-        await index.delete(stale)
-        held = {doc: digest for doc, digest in held.items() if doc not in stale}
-        manifest.save(held)
-    todo = [(page, digest) for page, digest in wanted.values() if held.get(page.id) != digest]
+    held = {doc: digest for doc, digest in held.items() if doc not in stale}
+    # A fixed, mixed order (by a digest of the id): every stretch of the run holds long and short
+    # pages of every space alike, so the progress rate, and the time left it implies, hold from the start.
+    todo = sorted(
+        ((page, digest) for page, digest in wanted.values() if held.get(page.id) != digest),
+        key=lambda item: hashlib.sha256(item[0].id.encode()).digest(),
+    )
     if on_progress and len(wanted) > len(todo):
         on_progress(len(wanted) - len(todo))  # already indexed and unchanged
     saved = 0
@@ -78,6 +80,9 @@ async def sync_index(
             on_progress(count - saved)
         saved = count
 
-    if todo:
-        await index.upsert([IndexDocument(page.id, index_text(page)) for page, _ in todo], on_progress=done)
+    if todo:  # removals ride along with the first batch: the stores are written once for both
+        await index.upsert([IndexDocument(page.id, index_text(page)) for page, _ in todo], on_progress=done, remove=stale)
+    elif stale:
+        await index.delete(stale)
+        manifest.save(held)
     return IndexSync(indexed=len(todo), deleted=len(stale), unchanged=len(wanted) - len(todo))

@@ -106,9 +106,16 @@ async def test_one_upsert_writes_each_storage_once_and_the_document_status_last(
         assert {"text_chunks", "chunks", "entities", "relationships", "chunk_entity_relation"} <= set(writes)
         assert writes[-1] == "doc_status"
         writes.clear()
-        await index.delete(["page:1", "page:2"])
+        changed = IndexDocument("page:1", "Apache Hive now runs its queries on Tez.")
+        await index.upsert([changed], remove=["page:2"])  # a change and a removal: one write of each store
+        assert len(writes) == len(set(writes)) and writes[-1] == "doc_status"
+        assert await index.indexed_doc_ids() == {"page:1", "page:3"}
+        writes.clear()
+        await index.delete(["page:1"])
         assert len(writes) == len(set(writes)) and writes[-1] == "doc_status"
         assert await index.indexed_doc_ids() == {"page:3"}
+        with pytest.raises(InvalidArgument, match="indexed and removed"):
+            await index.upsert([changed], remove=["page:1"])
 
 
 class Witness(LocalExtractor):

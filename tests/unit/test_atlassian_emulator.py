@@ -240,3 +240,19 @@ def test_storage_conversion_of_the_constructs():
     assert storage.to_storage("see [o](page:2)", page_id="1", titles=titles, space_key="HIVE") == storage.to_storage(
         "see [o](page:2)", page_id="1", titles=titles, space_key="HIVE"
     )
+
+
+async def test_the_musique_passages_make_one_flat_space_the_hive_readers_see():
+    from devstack.atlassian.hive import seed_hive
+    from devstack.atlassian.musique import SPACE_KEY, seed_musique
+    from devstack.atlassian.site import Site
+    from tests.conftest import SLICE_ROOTS
+
+    site = Site()
+    await seed_hive(site, CORPUS, roots=SLICE_ROOTS)
+    assert seed_musique(site, CORPUS.parent / "musique-100" / "corpus.json") == 1890
+    pages = [p for p in site.pages.values() if p.space_key == SPACE_KEY]
+    assert len(pages) == 1890 and all(p.parent_id is None for p in pages)
+    assert len({p.title for p in pages}) == 1890  # repeated article titles were numbered
+    alice, carol = site.user_by_login("alice"), site.user_by_login("carol")
+    assert site.readable(alice, pages[0]) and not site.readable(carol, pages[0])

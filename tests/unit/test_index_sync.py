@@ -17,8 +17,11 @@ async def test_only_new_changed_and_removed_pages_cost_work(tmp_path):
     assert manifest.load().keys() == {"page:1", "page:2", "page:3"}
     again = await sync_index(index, manifest, pages)
     assert (again.indexed, again.deleted, again.unchanged) == (0, 0, 3)
+    index.calls.clear()
     changed = await sync_index(index, manifest, [page("1", "alpha v2"), pages[1]])
     assert (changed.indexed, changed.deleted, changed.unchanged) == (1, 1, 1)
+    assert index.calls == [("upsert", ["page:1"]), ("delete", ["page:3"])]  # one pass for the change and the removal
+    assert manifest.load().keys() == {"page:1", "page:2"}
     assert await index.indexed_doc_ids() == {"page:1", "page:2"}
     assert (await index.query("v2", 5)).chunks[0].doc_id == "page:1"
 
