@@ -45,7 +45,7 @@ from devstack.leaks import synced_from
 from navigator.store import Neo4jStore
 from pipeline.raw_store import RawStore
 from pipeline.sources.confluence_rest import ConfluenceRestSource
-from pipeline.sources.hive_export import DESIGN_DOCS_PAGE
+from devstack.atlassian.export import DESIGN_DOCS_PAGE
 from pipeline.sync import SyncReport, run_sync
 from retrievers.factory import semantic_index
 from retrievers.lightrag_adapter import LightRAGIndex

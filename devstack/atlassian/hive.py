@@ -18,7 +18,7 @@ from pathlib import Path
 
 from devstack.atlassian.site import Attachment, Site, User, Version
 from devstack.atlassian.storage import to_storage
-from pipeline.sources.hive_export import DESIGN_DOCS_PAGE, SINGLE_USER_PAGE, HiveExportSource
+from devstack.atlassian.export import DESIGN_DOCS_PAGE, SINGLE_USER_PAGE, HiveExportSource
 
 SPACE_KEY = "HIVE"
 SPACE_NAME = "Apache Hive"

@@ -15,7 +15,7 @@ from devstack.atlassian.hive import TOKENS, seed_hive
 from devstack.atlassian.runner import serving
 from devstack.atlassian.site import Site
 from devstack.peers import mcp_atlassian, mcp_atlassian_environment
-from pipeline.sources.hive_export import DESIGN_DOCS_PAGE, SINGLE_USER_PAGE
+from devstack.atlassian.export import DESIGN_DOCS_PAGE, SINGLE_USER_PAGE
 from tests.conftest import CORPUS
 
 HOME = "27362069"

@@ -11,7 +11,7 @@ from authz.tuples import confluence_tuples
 from core.models import Principal
 from core.settings import Settings
 from pipeline.sinks.openfga import sync_tuples
-from pipeline.sources.hive_export import HiveExportSource
+from devstack.atlassian.export import HiveExportSource
 
 DESIGN_DOCS = "page:27362075"
 DESIGN_CHILD = "page:34019487"  # Correlation Optimizer, under DesignDocs

@@ -12,7 +12,7 @@ from atlassian.errors import ApiError
 
 from devstack.atlassian import storage
 from devstack.atlassian.hive import SYNC_LOGIN, TOKENS, account_id
-from pipeline.sources.hive_export import DESIGN_DOCS_PAGE, SINGLE_USER_PAGE
+from devstack.atlassian.export import DESIGN_DOCS_PAGE, SINGLE_USER_PAGE
 from tests.conftest import CORPUS
 from tests.emulated import ADMIN, admin, served_hive
 

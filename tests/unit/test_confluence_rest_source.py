@@ -11,7 +11,7 @@ from core.errors import ConfigurationError, SourceError
 from core.settings import ConfluenceSettings
 from devstack.atlassian.hive import SYNC_LOGIN, TOKENS, account_id
 from pipeline.sources.confluence_rest import ConfluenceRestSource
-from pipeline.sources.hive_export import DESIGN_DOCS_PAGE, SINGLE_USER_PAGE, HiveExportSource
+from devstack.atlassian.export import DESIGN_DOCS_PAGE, SINGLE_USER_PAGE, HiveExportSource
 from tests.conftest import CORPUS
 from tests.emulated import admin, served_hive
 

@@ -13,7 +13,7 @@ from markdown_it import MarkdownIt
 from core.errors import TransformError
 from devstack.atlassian.hive import seed_hive
 from devstack.atlassian.site import Site
-from pipeline.sources.hive_export import HiveExportSource
+from devstack.atlassian.export import HiveExportSource
 from pipeline.transform.confluence import to_markdown
 from tests.conftest import CORPUS, REPO
 

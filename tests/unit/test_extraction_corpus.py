@@ -62,7 +62,7 @@ class _Collect(logging.Handler):
 async def load_pages(page_ids: set[str] | None = None) -> list[tuple[str, str]]:
     """``(page id, text as indexed)`` for the corpus pages, sorted by id."""
     from pipeline.sinks.semantic import index_text
-    from pipeline.sources.hive_export import SPACE_KEY, HiveExportSource
+    from devstack.atlassian.export import SPACE_KEY, HiveExportSource
 
     pages = await HiveExportSource(CORPUS).pages(SPACE_KEY)
     return sorted((p.page_id, index_text(p)) for p in pages if page_ids is None or p.page_id in page_ids)

@@ -2,7 +2,7 @@
 import pytest
 
 from core.errors import SourceError
-from pipeline.sources.hive_export import HiveExportSource, parse_space_index, to_markdown
+from devstack.atlassian.export import HiveExportSource, parse_space_index, to_markdown
 
 from tests.conftest import CORPUS
 
@@ -51,7 +51,7 @@ async def test_unknown_space_and_missing_corpus_are_errors(tmp_path):
 
 
 def test_display_urls_of_pages_in_the_space_become_page_links():
-    from pipeline.sources.hive_export import link_titles
+    from devstack.atlassian.export import link_titles
 
     text = (
         "[DDL](https://cwiki.apache.org/confluence/display/Hive/LanguageManual+DDL#LanguageManualDDL-Create) "

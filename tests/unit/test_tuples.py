@@ -7,7 +7,7 @@ from authz.base import RelationTuple as T
 from authz.tuples import confluence_tuples, grant_tuple, guards, holds_live_grant, page_tuples
 from core.errors import InvalidArgument, SourceError
 from core.models import Page, Permissions, Principal
-from pipeline.sources.hive_export import synthetic_hive_permissions
+from devstack.atlassian.export import synthetic_hive_permissions
 
 PERMS = Permissions(
     space_viewers={"S": ("group:users#member",)},

@@ -1,8 +1,9 @@
-"""The Apache Hive Confluence space as exported to Markdown files (see the corpus PROVENANCE.md).
+"""The Apache Hive Confluence space as exported to Markdown files (see the corpus PROVENANCE.md):
+what the emulator's Hive site is seeded from (``devstack.atlassian.hive``), and a few tests.
 
-The export has the page tree and the text but no permissions; the Hive permissions Wayfinder
-demonstrates with are synthesised deterministically by :func:`synthetic_hive_permissions` and
-documented in the README.
+The export has the page tree and the text but no permissions; the Hive permissions the emulator
+serves are synthesised deterministically by :func:`synthetic_hive_permissions` and documented in
+the README.
 """
 
 from __future__ import annotations
