@@ -393,11 +393,14 @@ class LightRAGIndex:
                     logging.getLogger("wayfinder.index").warning("working ahead on the next batch failed", exc_info=True)
             status = [s for s in pending.values() if isinstance(s, DocStatusStorage)]
             data = [s for s in pending.values() if not isinstance(s, DocStatusStorage)]
-            try:
-                await asyncio.gather(*(s.index_done_callback() for s in data))
-                await asyncio.gather(*(s.index_done_callback() for s in status))
-            except Exception as exc:
-                raise IndexError_(f"LightRAG could not write its storages: {exc}") from exc
+            for group in (data, status):  # the status only once all the data it vouches for is written
+                results = await asyncio.gather(*(s.index_done_callback() for s in group), return_exceptions=True)
+                failed = [r for r in results if isinstance(r, BaseException)]
+                for error in failed:
+                    if isinstance(error, asyncio.CancelledError):
+                        raise error
+                if failed:
+                    raise IndexError_(f"LightRAG could not write its storages: {failed[0]}") from failed[0]
 
     # -- reads ----------------------------------------------------------------------------------
 
