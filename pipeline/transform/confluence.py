@@ -27,14 +27,14 @@ from html import escape
 from html.entities import html5
 from xml.etree import ElementTree
 
-from bs4 import BeautifulSoup, Tag
+from bs4 import BeautifulSoup, NavigableString, Tag
 from markdownify import MarkdownConverter
 
 from core.errors import TransformError
 
 # The generation of this conversion: raise it when its output changes, and every stored page is
 # converted again from the bodies the raw store holds (no REST call; only changed text re-indexed).
-CONVERTER = 2
+CONVERTER = 3  # 3: page-link text left out of image contexts
 
 NAMESPACES = 'xmlns:ac="http://atlassian.com/content" xmlns:ri="http://atlassian.com/resource/identifier"'
 PANELS = {"info", "note", "tip", "warning", "panel"}
@@ -211,9 +211,16 @@ def _heading_path(node: Tag) -> tuple[str, ...]:
 
 
 def _context(node: Tag, chars: int = 400) -> str:
+    """The text around an image, for its alt text. The text of links to other pages is left out:
+    the alt text is shown to everyone who may read this page, and the linked page may be hidden
+    from some of them (a reader sees such a link as "(unavailable link)", DESIGN.md A11)."""
     before = " ".join(s.strip() for s in reversed(list(_strings(node.find_all_previous(string=True), chars))))
     after = " ".join(s.strip() for s in _strings(node.find_all_next(string=True), chars))
     return f"{before} [image] {after}".strip()
+
+
+def _in_page_link(text: NavigableString) -> bool:
+    return any(parent.name == "a" and str(parent.get("href", "")).startswith("page:") for parent in text.parents)
 
 
 def _strings(strings: list, chars: int):
@@ -221,7 +228,7 @@ def _strings(strings: list, chars: int):
     for text in strings:
         if total >= chars:
             return
-        if text.strip() and not text.startswith(_PLACEHOLDER[:10]):
+        if text.strip() and not text.startswith(_PLACEHOLDER[:10]) and not _in_page_link(text):
             total += len(text)
             yield str(text)
 

@@ -74,6 +74,18 @@ def test_attached_images_become_placeholders_with_their_context():
     assert "diagram below shows the metastore" in image.context and "after" in image.context
 
 
+def test_the_text_of_page_links_stays_out_of_an_images_context():
+    """Alt text is shown to every reader of the page; a linked page may be hidden from some."""
+    converted = convert(
+        '<p>Compare <ac:link><ri:page ri:content-title="Other Page" /><ac:link-body>Secret Merger Plan</ac:link-body></ac:link>.</p>'
+        '<p><ac:image><ri:attachment ri:filename="a.png" /></ac:image></p>',
+        attachments={"a.png": "att42"},
+    )
+    (image,) = converted.images
+    assert "Compare" in image.context and "Secret Merger Plan" not in image.context
+    assert converted.links == ("2",)
+
+
 @pytest.mark.parametrize(
     "storage, where",
     [("<p>unclosed", "line 1, column"), ("<p>a</p>\n<ac:link><ri:page ri:content-title='x'></ac:link>", "line 2, column")],
