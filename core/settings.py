@@ -151,15 +151,43 @@ class ConfluenceSettings(BaseModel):
         return self.url is None
 
 
+#: USD per million input and output tokens, paid tier, as published for each model (check the
+#: current price list; a run's cost is an estimate at these prices)
+DEFAULT_PRICES: dict[str, tuple[float, float]] = {
+    "gemini-2.5-flash": (0.30, 2.50),
+    "gemini-2.5-flash-lite": (0.10, 0.40),
+    "gemini-2.5-pro": (1.25, 10.00),
+    "gemini-embedding-001": (0.15, 0.0),
+}
+
+
 class GeminiSettings(BaseModel):
-    """Gemini through google-genai. Without a key, alt text is built offline (caption, file name,
-    surrounding text) and marked as such."""
+    """Gemini through google-genai. With a key, images get their alt text from Gemini; the index
+    uses Gemini only when ``WAYFINDER_PROVIDERS=gemini``. Without a key, alt text is built offline
+    (caption, file name, surrounding text) and marked as such."""
 
     api_key: SecretStr | None = Field(None, description="Gemini API key. Unset: no Gemini calls, offline alt text.")
     model: str = Field("gemini-2.5-flash", description="Model that writes image alt text.")
+    extraction_model: str = Field(
+        "gemini-2.5-flash", description="Model that extracts entities and relations while indexing, and query keywords (`WAYFINDER_PROVIDERS=gemini`)."
+    )
+    embedding_model: str = Field("gemini-embedding-001", description="Embedding model of the index (`WAYFINDER_PROVIDERS=gemini`).")
+    embedding_dim: int = Field(
+        768, ge=128, le=3072, description="Size of the Gemini embeddings. Changing it (or the model) needs a rebuilt index."
+    )
+    thinking_budget: int | None = Field(
+        0, ge=0, description="Thinking tokens allowed per extraction call (0: none, the cheapest; unset: the model's default)."
+    )
+    extraction_max_output_tokens: int = Field(8192, ge=256, description="Longest answer one extraction call may give.")
+    max_concurrency: int = Field(8, ge=1, le=64, description="Gemini calls in flight at once while indexing.")
+    prices: dict[str, tuple[float, float]] = Field(
+        default_factory=lambda: dict(DEFAULT_PRICES),
+        description="USD per million input and output tokens per model, for the cost a sync reports: JSON object "
+        'model → [input, output]. Defaults: the published paid-tier prices of the 2.5 models and gemini-embedding-001.',
+    )
     base_url: str | None = Field(None, description="API base URL; unset uses the SDK's default (tests point it at a local fake).")
     timeout_s: float = Field(60.0, gt=0, description="Timeout of one Gemini call.")
-    max_attempts: int = Field(5, ge=1, description="Attempts per Gemini call under 429 and 5xx answers.")
+    max_attempts: int = Field(5, ge=1, description="Attempts per Gemini call under 429 and 5xx answers, timeouts and dropped connections.")
 
 
 class Settings(BaseSettings):
@@ -183,6 +211,12 @@ class Settings(BaseSettings):
         None,
         description="Key of the HMACs that stand for principals and denied ids in audit receipts. When unset, a "
         "random key is generated once into `audit.key` in the data directory.",
+    )
+    providers: Literal["local", "gemini"] = Field(
+        "local",
+        description="Models that build and query the semantic index: `local` (offline models shipped in packages) or "
+        "`gemini` (extraction and embeddings by Gemini; needs `WAYFINDER_GEMINI__API_KEY`). An index answers only to "
+        "the embedder it was built with: switching needs a rebuilt index.",
     )
     openfga: OpenFGASettings = Field(default_factory=OpenFGASettings)
     neo4j: Neo4jSettings = Field(default_factory=Neo4jSettings)

@@ -32,7 +32,7 @@ from rich.table import Table
 from authz.client import OpenFGAClient
 from authz.gate import Gate
 from core.models import Principal
-from core.providers.base import Embedder, Extraction, Extractor
+from core.providers.base import Embedder, Extraction, Extractor, Usage
 from core.providers.local import LocalEmbedder, LocalExtractor
 from core.settings import Settings
 from devstack import stack
@@ -58,7 +58,7 @@ HOME = "27362069"
 class Calls:
     extraction: int = 0
     embedding: int = 0
-    alt_text: int = 0  # no stage writes alt text yet
+    alt_text: int = 0
 
     def as_json(self) -> dict[str, int]:
         return {"extraction": self.extraction, "embedding": self.embedding, "alt_text": self.alt_text, "total": self.extraction + self.embedding + self.alt_text}
@@ -67,12 +67,12 @@ class Calls:
 class CountingEmbedder:
     def __init__(self, inner: Embedder, calls: Calls) -> None:
         self._inner, self._calls = inner, calls
-        self.dim = inner.dim
+        self.dim, self.name = inner.dim, inner.name
 
-    async def embed(self, texts: list[str]) -> np.ndarray:
+    async def embed(self, texts: list[str], *, query: bool = False) -> np.ndarray:
         if texts:
             self._calls.embedding += 1
-        return await self._inner.embed(texts)
+        return await self._inner.embed(texts, query=query)
 
 
 class CountingExtractor:
@@ -155,10 +155,12 @@ def _source(settings: Settings) -> ConfluenceRestSource:
 
 
 async def _timed_sync(settings: Settings, store: RawStore, console: Console, calls: Calls) -> SyncReport:
-    def counted(s: Settings) -> LightRAGIndex:
-        return semantic_index(s, embedder=CountingEmbedder(LocalEmbedder(), calls), extractor=CountingExtractor(LocalExtractor(), calls))
+    def counted(s: Settings, usage: Usage | None) -> LightRAGIndex:
+        return semantic_index(s, usage, embedder=CountingEmbedder(LocalEmbedder(), calls), extractor=CountingExtractor(LocalExtractor(), calls))
 
-    return await run_sync(settings, _source(settings), store, console, open_index=counted)
+    report = await run_sync(settings, _source(settings), store, console, open_index=counted)
+    calls.alt_text += report.alt_text_calls
+    return report
 
 
 class _Churn:

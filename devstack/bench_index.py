@@ -116,7 +116,7 @@ async def run_bench_index(settings: Settings, console: Console, *, scale: bool =
         try:
             async with RawStore.for_settings(own) as store:
                 source = ConfluenceRestSource(own.confluence, own.confluence.url or "")
-                synced = await run_sync(own, source, store, console, open_index=lambda s: _Timed(semantic_index(s), marks))
+                synced = await run_sync(own, source, store, console, open_index=lambda s, usage: _Timed(semantic_index(s, usage), marks))
             if synced.sinks is None or synced.sinks.index is None:
                 raise RuntimeError("the sync indexed nothing")
             floor_s, chunks = await _embed_chunks_only(own)

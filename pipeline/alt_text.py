@@ -12,7 +12,7 @@ import hashlib
 import json
 import re
 
-from core.providers.base import AltTextWriter, ImageContext
+from core.providers.base import AltTextWriter, ImageContext, Usage
 from core.settings import GeminiSettings
 
 OFFLINE_PREFIX = "[alt text written offline] "
@@ -37,12 +37,12 @@ class OfflineAltText:
         return OFFLINE_PREFIX + text
 
 
-def alt_text_writer(settings: GeminiSettings) -> AltTextWriter:
+def alt_text_writer(settings: GeminiSettings, usage: Usage | None = None) -> AltTextWriter:
     if settings.api_key is None:
         return OfflineAltText()
     from core.providers.gemini import GeminiAltText  # the SDK is loaded only when it is used
 
-    return GeminiAltText(settings)
+    return GeminiAltText(settings, usage)
 
 
 def cache_key(image: ImageContext, source: str) -> tuple[str, str]:

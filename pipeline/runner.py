@@ -8,7 +8,7 @@ given and changes only the difference, so every run is idempotent and resumable.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from rich.console import Console
@@ -21,8 +21,8 @@ from core.settings import Settings
 from navigator.store import Neo4jStore
 from pipeline.sinks.openfga import TupleSync, sync_tuples
 from pipeline.sinks.semantic import IndexSync, Manifest, sync_index
-from retrievers.factory import semantic_index
-from retrievers.lightrag_adapter import SemanticIndex
+from core.providers.base import Usage
+from retrievers.factory import OpenIndex, semantic_index
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,8 @@ async def run_sinks(
     indexable: set[str] | None = None,
     images: Sequence[Image] = (),
     started: float | None = None,
-    open_index: Callable[[Settings], SemanticIndex] = semantic_index,
+    open_index: OpenIndex = semantic_index,
+    usage: Usage | None = None,
 ) -> IndexReport:
     """Bring OpenFGA, and unless ``content`` is False Neo4j and LightRAG, to ``pages_by_space``.
     ``indexable`` (page ids) limits what LightRAG holds: pages without converted text stay out."""
@@ -78,7 +79,7 @@ async def run_sinks(
     settings.index_dir.mkdir(parents=True, exist_ok=True)
     index_started = time.monotonic()
     progress = Progress(TextColumn("indexing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console)
-    async with open_index(settings) as index:
+    async with open_index(settings, usage) as index:
         with progress:
             task = progress.add_task("index", total=len(to_index))
 

@@ -21,7 +21,7 @@ import hashlib
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -30,15 +30,14 @@ from rich.console import Console
 from core import ids
 from core.errors import InvalidArgument, SourceError, TransformError
 from core.models import Page, Permissions, Space
-from core.providers.base import AltTextWriter, ImageContext
+from core.providers.base import AltTextWriter, ImageContext, Usage
 from core.settings import Settings
 from pipeline.alt_text import alt_text_writer, cache_key
 from pipeline.raw_store import RawStore, StoredAttachment, StoredPage
 from pipeline.runner import IndexReport, run_sinks
 from pipeline.sources.confluence_rest import ConfluenceRestSource, RemoteAttachment, RemoteSpace
 from pipeline.transform.confluence import Converted, ImageRef, to_markdown
-from retrievers.factory import semantic_index
-from retrievers.lightrag_adapter import SemanticIndex
+from retrievers.factory import OpenIndex, semantic_index
 
 log = logging.getLogger("wayfinder.sync")
 
@@ -54,6 +53,7 @@ class SyncReport:
     converted: int = 0
     alt_text_calls: int = 0
     rest_calls: int = 0
+    usage: Usage = field(default_factory=Usage)  # hosted models' calls and tokens (Gemini)
     sinks: IndexReport | None = None
     seconds: float = 0.0
 
@@ -71,7 +71,7 @@ async def run_sync(
     console: Console,
     *,
     permissions_only: bool = False,
-    open_index: Callable[[Settings], SemanticIndex] = semantic_index,
+    open_index: OpenIndex = semantic_index,
 ) -> SyncReport:
     started = time.monotonic()
     report = SyncReport()
@@ -90,7 +90,7 @@ async def run_sync(
     await _read_groups(source, store, keys)
     # Permissions reach OpenFGA first, before any body is fetched or converted: a revoked
     # restriction or membership never waits for the slow stages.
-    report.sinks = await _sinks(settings, store, console, content=False, started=started, open_index=open_index)
+    report.sinks = await _sinks(settings, store, console, content=False, started=started, open_index=open_index, usage=report.usage)
 
     new_watermarks: dict[str, datetime] = {}
     for key in [] if permissions_only else keys:
@@ -102,14 +102,17 @@ async def run_sync(
     if permissions_only:
         report.permission_only = sorted(p for changed in permission_changes.values() for p in changed)
     else:
-        await _convert(source, store, alt_text_writer(settings.gemini), report, console)
+        await _convert(source, store, alt_text_writer(settings.gemini, report.usage), report, console)
         await _read_groups(source, store, keys)  # bodies fetched since may name groups the listing did not
-        report.sinks = await _sinks(settings, store, console, content=True, started=started, open_index=open_index)
+        report.sinks = await _sinks(settings, store, console, content=True, started=started, open_index=open_index, usage=report.usage)
     report.rest_calls = source.calls - calls_before
     for key, when in new_watermarks.items():
         await store.set_watermark(key, when)
     report.seconds = time.monotonic() - started
     console.print(f"sync: {report.summary()} in {report.seconds:.1f}s ({report.rest_calls} REST calls)")
+    spent = report.usage.summary(settings.gemini.prices)
+    if spent:
+        console.print(f"Gemini: {spent}")
     for page_id, why in sorted(report.failed.items()):
         console.print(f"[yellow]page {page_id} not converted, retried next run:[/yellow] {why}")
     return report
@@ -149,7 +152,7 @@ async def _read_groups(source: ConfluenceRestSource, store: RawStore, keys: Sequ
 
 
 async def _sinks(
-    settings: Settings, store: RawStore, console: Console, *, content: bool, started: float, open_index: Callable[[Settings], SemanticIndex]
+    settings: Settings, store: RawStore, console: Console, *, content: bool, started: float, open_index: OpenIndex, usage: Usage
 ) -> IndexReport:
     """The raw store's view of the synced spaces, handed to the sinks (OpenFGA only, or all)."""
     keys = settings.confluence.spaces
@@ -169,6 +172,7 @@ async def _sinks(
         images=images,
         started=started,
         open_index=open_index,
+        usage=usage,
     )
 
 

@@ -2,12 +2,31 @@
 
 from __future__ import annotations
 
-from core.providers.base import Embedder, Extractor
+from collections.abc import Callable
+
+from core.providers.base import Embedder, Extractor, Usage
 from core.providers.local import LocalEmbedder, LocalExtractor
 from core.settings import Settings
-from retrievers.lightrag_adapter import LightRAGIndex
+from retrievers.lightrag_adapter import LightRAGIndex, SemanticIndex
+
+#: how the sync opens the index: settings, and the ledger hosted models' calls are written to
+OpenIndex = Callable[[Settings, Usage | None], SemanticIndex]
 
 
-def semantic_index(settings: Settings, *, embedder: Embedder | None = None, extractor: Extractor | None = None) -> LightRAGIndex:
+def providers(settings: Settings, usage: Usage | None = None) -> tuple[Embedder, Extractor]:
+    """The embedder and extractor ``WAYFINDER_PROVIDERS`` names."""
+    if settings.providers == "gemini":
+        from core.providers.gemini import GeminiEmbedder, GeminiExtractor  # the SDK is loaded only when it is used
+
+        return GeminiEmbedder(settings.gemini, usage), GeminiExtractor(settings.gemini, usage)
+    return LocalEmbedder(), LocalExtractor(workers=settings.lightrag.extraction_workers)
+
+
+def semantic_index(
+    settings: Settings, usage: Usage | None = None, *, embedder: Embedder | None = None, extractor: Extractor | None = None
+) -> LightRAGIndex:
     """The index with the configured providers; a benchmark may pass its own (e.g. counting) ones."""
-    return LightRAGIndex(settings.lightrag, settings.index_dir, embedder or LocalEmbedder(), extractor or LocalExtractor(workers=settings.lightrag.extraction_workers))
+    if embedder is None or extractor is None:
+        configured_embedder, configured_extractor = providers(settings, usage)
+        embedder, extractor = embedder or configured_embedder, extractor or configured_extractor
+    return LightRAGIndex(settings.lightrag, settings.index_dir, embedder, extractor)

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -49,8 +50,14 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from core.errors import ConfigurationError, IndexError_, InvalidArgument
 from core.providers.base import Embedder, Extractor
-from core.providers.local import RegexTokenizer, local_llm_func
+from core.providers.local import LocalEmbedder, RegexTokenizer, local_llm_func
 from core.settings import LightRAGSettings
+
+
+#: beside the storages: the name of the embedder that built the index
+EMBEDDER_MARKER = "wayfinder-embedder.json"
+#: what built the indexes written before the marker existed (only the offline embedder did)
+LEGACY_EMBEDDER = LocalEmbedder.name
 
 
 @contextlib.contextmanager
@@ -241,6 +248,7 @@ class LightRAGIndex:
         if self._open:
             raise ConfigurationError("a LightRAG index is already open in this process; close it first")
         self._working_dir.mkdir(parents=True, exist_ok=True)
+        self._refuse_another_embedder(self._marked_embedder())  # before the storages load vectors of another size
         try:
             self._rag = self._build()
             await self._rag.initialize_storages()
@@ -249,9 +257,41 @@ class LightRAGIndex:
         except Exception as exc:
             finalize_share_data()
             raise IndexError_(f"could not open the LightRAG index in {self._working_dir}: {exc}") from exc
+        self._mark_embedder()
         self._loop = asyncio.get_running_loop()
         self._open.append(self)
         return self
+
+    # An index answers only to the embedder that built it: vectors of two models (or of one model
+    # at two sizes) are not comparable, and a query against the wrong ones returns confident
+    # nonsense. The embedder's name is written beside the storages when the index is created.
+
+    @property
+    def _marker(self) -> Path:
+        workspace = self._working_dir / self._settings.workspace if self._settings.workspace else self._working_dir
+        return workspace / EMBEDDER_MARKER
+
+    def _marked_embedder(self) -> str | None:
+        if self._marker.exists():
+            return json.loads(self._marker.read_text())["embedder"]
+        statuses = self._marker.parent / "kv_store_doc_status.json"
+        if statuses.exists() and statuses.stat().st_size > len("{}"):
+            return LEGACY_EMBEDDER  # an index from before the marker: only the offline embedder built those
+        return None
+
+    def _refuse_another_embedder(self, built_with: str | None) -> None:
+        if built_with is not None and built_with != self._embedder.name:
+            raise ConfigurationError(
+                f"the index in {self._marker.parent} was built with the embedder {built_with!r}, and the configured one "
+                f"is {self._embedder.name!r}: their vectors cannot be compared. Set WAYFINDER_PROVIDERS (and the Gemini "
+                f"embedding settings) back to what built the index, or delete {self._working_dir} and run "
+                "`wayfinder sync` to rebuild it with the new embedder."
+            )
+
+    def _mark_embedder(self) -> None:
+        if not self._marker.exists():
+            self._marker.parent.mkdir(parents=True, exist_ok=True)
+            self._marker.write_text(json.dumps({"embedder": self._embedder.name, "dim": self._embedder.dim}) + "\n")
 
     async def __aexit__(self, *exc_info: object) -> None:
         if self._rag is None:
@@ -424,7 +464,7 @@ class LightRAGIndex:
         high, low = await asyncio.to_thread(self._extractor.keywords, text)
         probes = [text, ", ".join(low), ", ".join(high)]
         try:
-            vectors = await self._embedder.embed([p for p in probes if p])
+            vectors = await self._embedder.embed([p for p in probes if p], query=True)
             vector_of = dict(zip([p for p in probes if p], vectors, strict=True))
             chunk_rows = await rag.chunks_vdb.query(text, top_k, query_embedding=vector_of[text])
             entity_rows = await rag.entities_vdb.query(probes[1], top_k, query_embedding=vector_of[probes[1]]) if low else []

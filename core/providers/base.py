@@ -7,9 +7,11 @@ hosted models (Gemini) plug in through the same shapes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -29,12 +31,17 @@ class Extraction:
 
 @runtime_checkable
 class Embedder(Protocol):
-    """Turns passages into fixed-size vectors (one row per passage)."""
+    """Turns passages into fixed-size vectors (one row per passage).
+
+    ``name`` identifies the model and its output size: vectors from two embedders with different
+    names are not comparable, so an index remembers the name it was built with."""
 
     dim: int
+    name: str
 
-    async def embed(self, texts: list[str]) -> np.ndarray:
-        """Return an array of shape ``(len(texts), dim)``."""
+    async def embed(self, texts: list[str], *, query: bool = False) -> np.ndarray:
+        """Return an array of shape ``(len(texts), dim)``. ``query``: the texts are search queries,
+        not passages (models trained for retrieval embed the two differently)."""
         ...
 
 
@@ -81,3 +88,87 @@ class AltTextWriter(Protocol):
     source: str
 
     async def describe(self, image: ImageContext) -> str: ...
+
+
+T = TypeVar("T")
+
+
+class Ahead(Generic[T]):
+    """Results started before they are asked for: ``hint`` starts work on texts, ``take`` returns
+    the started result for a text (or starts it now). Hints never taken are forgotten after two
+    more rounds of hints, so a text hinted and then not needed does not stay in memory."""
+
+    def __init__(self, start: Callable[[str], Future[T]]) -> None:
+        self._start = start
+        self._held: dict[str, tuple[int, Future[T]]] = {}  # text -> (round of its hint, result)
+        self._round = 0
+        self._lock = threading.Lock()
+
+    def hint(self, texts: Sequence[str]) -> None:
+        with self._lock:
+            self._round += 1
+            self._held = {text: (r, f) for text, (r, f) in self._held.items() if r >= self._round - 1}
+            for text in texts:
+                if text not in self._held:
+                    self._held[text] = (self._round, self._start(text))
+
+    def take(self, text: str) -> Future[T]:
+        with self._lock:
+            held = self._held.pop(text, None)
+        return held[1] if held else self._start(text)
+
+    def forget(self) -> None:
+        with self._lock:
+            held, self._held = self._held, {}
+        for _round, future in held.values():
+            future.cancel()
+
+
+@dataclass
+class ModelUsage:
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    estimated: bool = False  # token counts estimated from text length (the API reported none)
+
+
+@dataclass
+class Usage:
+    """Calls and tokens spent on hosted models, per model: what a run reports and what it cost."""
+
+    models: dict[str, ModelUsage] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def record(self, model: str, *, input_tokens: int, output_tokens: int = 0, estimated: bool = False) -> None:
+        with self._lock:
+            usage = self.models.setdefault(model, ModelUsage())
+            usage.calls += 1
+            usage.input_tokens += input_tokens
+            usage.output_tokens += output_tokens
+            usage.estimated |= estimated
+
+    def cost_usd(self, prices: dict[str, tuple[float, float]]) -> tuple[float, list[str]]:
+        """The cost at ``prices`` (model → USD per million input and output tokens), and the models
+        used that have no price."""
+        total, unpriced = 0.0, []
+        for model, usage in sorted(self.models.items()):
+            if model not in prices:
+                unpriced.append(model)
+                continue
+            per_input, per_output = prices[model]
+            total += (usage.input_tokens * per_input + usage.output_tokens * per_output) / 1e6
+        return total, unpriced
+
+    def summary(self, prices: dict[str, tuple[float, float]]) -> str | None:
+        """One line for a run's report, or None when no hosted model was called."""
+        if not self.models:
+            return None
+        parts = []
+        for model, usage in sorted(self.models.items()):
+            approx = "~" if usage.estimated else ""
+            parts.append(f"{model}: {usage.calls} call(s), {approx}{usage.input_tokens:,} in / {usage.output_tokens:,} out tokens")
+        cost, unpriced = self.cost_usd(prices)
+        line = "; ".join(parts) + f"; about ${cost:.4f}"
+        if unpriced:
+            line += f" (no price for {', '.join(unpriced)})"
+        return line

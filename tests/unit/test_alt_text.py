@@ -46,7 +46,7 @@ async def test_gemini_is_retried_on_429_and_5xx(gemini):
 async def test_gemini_failing_for_good_is_a_clear_error(gemini):
     fake, settings = gemini
     fake.failures = [500, 500]
-    with pytest.raises(SourceError, match="Gemini could not describe metastore-arch.png: 500"):
+    with pytest.raises(SourceError, match=r"Gemini \(gemini-2.5-flash\) could not describe metastore-arch.png: 500"):
         await GeminiAltText(settings.model_copy(update={"max_attempts": 2})).describe(IMAGE)
 
 

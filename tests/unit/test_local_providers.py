@@ -53,14 +53,14 @@ def test_worker_processes_extract_the_same_and_pick_up_what_was_prefetched(extra
     pooled = LocalExtractor(workers=1)
     try:
         pooled.prefetch([KOREAN])
-        [(_, ahead)] = pooled._ahead.values()
+        [(_, ahead)] = pooled._ahead._held.values()
         assert pooled.extract(KOREAN) == extractor.extract(KOREAN) and ahead.done()
-        assert pooled._ahead == {}  # taken, not extracted twice
+        assert pooled._ahead._held == {}  # taken, not extracted twice
         assert pooled.extract(SAMPLE) == extractor.extract(SAMPLE)  # not prefetched: extracted on demand
         pooled.prefetch(["a hint never asked for"])
         pooled.prefetch([])
         pooled.prefetch([])
-        assert pooled._ahead == {}  # forgotten two rounds later
+        assert pooled._ahead._held == {}  # forgotten two rounds later
     finally:
         pooled.close()
 
