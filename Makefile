@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install demo test test-unit leak-suite bench-authz bench-incremental bench-index bench-index-scale services-up services-down clean
+.PHONY: install demo test test-unit leak-suite bench-authz bench-incremental bench-incremental-production bench-index bench-index-scale bench-index-production services-up services-down clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,10 @@ bench-authz: install
 bench-incremental: install
 	$(BIN)/wayfinder bench-incremental
 
+# The same on the production storage profile (PostgreSQL with pgvector, Neo4j; own stack).
+bench-incremental-production: install
+	$(BIN)/wayfinder bench-incremental --production
+
 # Index the Hive space from empty stores on a stack of its own: throughput against the floor of
 # its models (chunks embedded alone), linearity, server memory and search latency over MCP.
 bench-index: install
@@ -50,6 +54,10 @@ bench-index: install
 # does the last tenth index as fast as the first?
 bench-index-scale: install
 	$(BIN)/wayfinder bench-index --scale
+
+# bench-index on the production storage profile (PostgreSQL with pgvector, Neo4j; own stack).
+bench-index-production: install
+	$(BIN)/wayfinder bench-index --production
 
 services-up: install
 	$(BIN)/wayfinder services up

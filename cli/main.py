@@ -204,12 +204,14 @@ def bench_authz() -> None:
 
 
 @app.command("bench-incremental")
-def bench_incremental() -> None:
+def bench_incremental(
+    production: bool = typer.Option(False, help="On the production storage profile (PostgreSQL with pgvector, Neo4j)."),
+) -> None:
     """Full sync, ~1% churn through the emulator, incremental sync: times, calls, and each change checked in every store."""
     from devstack.bench_incremental import run_bench_incremental
 
     try:
-        report = asyncio.run(run_bench_incremental(Settings(), console))
+        report = asyncio.run(run_bench_incremental(Settings(), console, "production" if production else "files"))
     except WayfinderError as exc:
         raise _fail(exc) from exc
     if not report["all_changes_reached_every_store"]:
@@ -219,12 +221,13 @@ def bench_incremental() -> None:
 @app.command("bench-index")
 def bench_index(
     scale: bool = typer.Option(False, help="Also the 1,890 MuSiQue passages as a flat space (2,195 pages)."),
+    production: bool = typer.Option(False, help="On the production storage profile (PostgreSQL with pgvector, Neo4j)."),
 ) -> None:
     """Index the Hive space from empty stores: pages/s, the ratio to embedding the chunks alone, server memory and search latency."""
     from devstack.bench_index import run_bench_index
 
     try:
-        asyncio.run(run_bench_index(Settings(), console, scale=scale))
+        asyncio.run(run_bench_index(Settings(), console, scale=scale, storage="production" if production else "files"))
     except WayfinderError as exc:
         raise _fail(exc) from exc
 

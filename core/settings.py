@@ -75,6 +75,24 @@ class LightRAGSettings(BaseModel):
     extraction_workers: int = Field(
         2, ge=0, description="Processes that run the offline entity extraction while indexing (0: in the indexing process)."
     )
+    storage: Literal["files", "production"] = Field(
+        "files",
+        description="Where the index lives: `files` (JSON and GraphML files in the index directory, loaded whole; the "
+        "default, for one machine) or `production` (graph in Neo4j beside the navigator's trees, vectors, chunks and "
+        "document status in PostgreSQL with pgvector: see `WAYFINDER_POSTGRES__*`).",
+    )
+
+
+class PostgresSettings(BaseModel):
+    """PostgreSQL with pgvector: the semantic index's vectors, key-value and document-status stores
+    in the `production` storage profile. The local stack runs one on loopback when that profile is on."""
+
+    host: str = Field("127.0.0.1", description="PostgreSQL host.")
+    port: int = Field(15432, description="PostgreSQL port.")
+    user: str = Field("wayfinder", description="PostgreSQL user (needs to create tables, and the `vector` extension once).")
+    password: SecretStr = Field(SecretStr("wayfinder-dev-password"), description="PostgreSQL password.")
+    database: str = Field("wayfinder", description="Database of the index (created by the local stack).")
+    max_connections: int = Field(8, ge=2, description="Connections the index keeps open at most.")
 
 
 MIN_TOKEN_CHARS = 32
@@ -220,6 +238,7 @@ class Settings(BaseSettings):
     )
     openfga: OpenFGASettings = Field(default_factory=OpenFGASettings)
     neo4j: Neo4jSettings = Field(default_factory=Neo4jSettings)
+    postgres: PostgresSettings = Field(default_factory=PostgresSettings)
     lightrag: LightRAGSettings = Field(default_factory=LightRAGSettings)
     mcp: MCPSettings = Field(default_factory=MCPSettings)
     confluence: ConfluenceSettings = Field(default_factory=ConfluenceSettings)

@@ -7,11 +7,12 @@ In one run, on a stack of its own (so the demo's stores are never touched):
    the restricted DesignDocs, 1 restricted to alice, 1 deleted, and bob removed from hive-users;
 3. an incremental sync, then a permissions-only pass.
 
-Every extraction and embedding call is counted (alt text has no calls yet: no stage makes any).
-Each change is then checked in every store it must reach: the raw store, OpenFGA, Neo4j and the
+Every extraction, embedding and alt-text call is counted. Each change is then checked in every store it must reach: the raw store, OpenFGA, Neo4j and the
 LightRAG manifest. The report goes to ``.wayfinder/reports/bench-incremental.json`` with
 ``full_s``, ``incremental_s``, ``ratio``, ``permissions_only_s``, ``calls_full``,
-``calls_incremental`` and ``changes`` (one verdict per change).
+``calls_incremental`` and ``changes`` (one verdict per change). With ``storage="production"`` the
+index lives in PostgreSQL (pgvector) and Neo4j and the report is
+``bench-incremental-production.json``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import requests
@@ -50,7 +51,6 @@ from pipeline.sync import SyncReport, run_sync
 from retrievers.factory import semantic_index
 from retrievers.lightrag_adapter import LightRAGIndex
 
-REPORT = "bench-incremental.json"
 HOME = "27362069"
 
 
@@ -93,18 +93,24 @@ class CountingExtractor:
         self._inner.close()
 
 
-def bench_settings(settings: Settings) -> Settings:
+def bench_settings(settings: Settings, storage: Literal["files", "production"] = "files") -> Settings:
     return settings.model_copy(
         update={
-            "data_dir": settings.data_dir / "bench-incremental",
+            "data_dir": settings.data_dir / _name(storage),
             "openfga": settings.openfga.model_copy(update={"http_port": 25180, "grpc_port": 25181, "datastore": "memory", "store_name": "wayfinder-bench-incremental"}),
             "neo4j": settings.neo4j.model_copy(update={"bolt_port": 25687}),
+            "postgres": settings.postgres.model_copy(update={"port": 25182}),
+            "lightrag": settings.lightrag.model_copy(update={"storage": storage}),
         }
     )
 
 
-async def run_bench_incremental(settings: Settings, console: Console) -> dict[str, Any]:
-    own = bench_settings(settings)
+def _name(storage: str) -> str:
+    return "bench-incremental" + ("-production" if storage == "production" else "")
+
+
+async def run_bench_incremental(settings: Settings, console: Console, storage: Literal["files", "production"] = "files") -> dict[str, Any]:
+    own = bench_settings(settings, storage)
     shutil.rmtree(own.data_dir, ignore_errors=True)  # the full sync starts from empty stores
     site = Site()
     await seed_hive(site, settings.corpus_dir)
@@ -132,6 +138,7 @@ async def run_bench_incremental(settings: Settings, console: Console) -> dict[st
         finally:
             stack.down(own)
     report = {
+        "storage": storage,
         "pages": pages,
         "full_s": round(full.seconds, 1),
         "incremental_s": round(incremental.seconds, 1),
@@ -146,7 +153,7 @@ async def run_bench_incremental(settings: Settings, console: Console) -> dict[st
         "all_changes_reached_every_store": all(v["ok"] for v in verdicts),
     }
     _show(report, console)
-    console.print(f"report: {write_report(settings, REPORT, report)}")
+    console.print(f"report: {write_report(settings, _name(storage) + '.json', report)}")
     return report
 
 

@@ -13,7 +13,8 @@ the server then costs, measured side by side in one run on a stack of its own.
 JSON in ``.wayfinder/reports/bench-index.json``. With ``scale``, the MuSiQue passages are synced
 too, as a flat space of 1,890 pages (2,195 pages in all): whether the last tenth still indexes as
 fast as the first is the question, and the report is ``bench-index-scale.json`` with the same
-fields.
+fields. With ``storage="production"`` the index lives in PostgreSQL (pgvector) and Neo4j, started
+by the bench's own stack, and the report names end in ``-production``.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ import signal
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
+
+import psycopg
 
 from fastmcp import Client
 from rich.console import Console
@@ -49,22 +52,27 @@ from pipeline.sync import run_sync
 from retrievers.factory import semantic_index
 from retrievers.lightrag_adapter import IndexDocument, SemanticIndex
 
-REPORT = "bench-index.json"
-SCALE_REPORT = "bench-index-scale.json"
+Storage = Literal["files", "production"]
 USER = "alice"
 ROUNDS = 3
 EMBED_BATCH = 32  # LightRAG's embedding_batch_num in the adapter
 
 
-def bench_settings(settings: Settings, *, scale: bool = False) -> Settings:
+def bench_settings(settings: Settings, *, scale: bool = False, storage: Storage = "files") -> Settings:
     return settings.model_copy(
         update={
-            "data_dir": settings.data_dir / ("bench-index-scale" if scale else "bench-index"),
+            "data_dir": settings.data_dir / _name(scale, storage),
             "openfga": settings.openfga.model_copy(update={"http_port": 25280, "grpc_port": 25281, "datastore": "memory", "store_name": "wayfinder-bench-index"}),
             "neo4j": settings.neo4j.model_copy(update={"bolt_port": 25787}),
+            "postgres": settings.postgres.model_copy(update={"port": 25432}),
+            "lightrag": settings.lightrag.model_copy(update={"storage": storage}),
             "mcp": settings.mcp.model_copy(update={"port": 25865}),
         }
     )
+
+
+def _name(scale: bool, storage: Storage) -> str:
+    return "bench-index" + ("-scale" if scale else "") + ("-production" if storage == "production" else "")
 
 
 class _Timed:
@@ -98,8 +106,8 @@ class _Timed:
         return getattr(self._inner, name)
 
 
-async def run_bench_index(settings: Settings, console: Console, *, scale: bool = False) -> dict[str, Any]:
-    own = bench_settings(settings, scale=scale)
+async def run_bench_index(settings: Settings, console: Console, *, scale: bool = False, storage: Storage = "files") -> dict[str, Any]:
+    own = bench_settings(settings, scale=scale, storage=storage)
     shutil.rmtree(own.data_dir, ignore_errors=True)  # from empty stores
     site = Site()
     await seed_hive(site, settings.corpus_dir)
@@ -127,6 +135,7 @@ async def run_bench_index(settings: Settings, console: Console, *, scale: bool =
     index_s = marks[-1][1] - marks[0][1]
     report = {
         "corpus": "+".join(spaces),
+        "storage": storage,
         "pages": pages,
         "chunks": chunks,
         "index_s": round(index_s, 1),
@@ -142,7 +151,7 @@ async def run_bench_index(settings: Settings, console: Console, *, scale: bool =
         "sync_s": round(synced.seconds, 1),
     }
     _show(report, console)
-    console.print(f"report: {write_report(settings, SCALE_REPORT if scale else REPORT, report)}")
+    console.print(f"report: {write_report(settings, _name(scale, storage) + '.json', report)}")
     return report
 
 
@@ -159,14 +168,25 @@ def _decile_rate(marks: list[tuple[int, float]], *, first: bool) -> float:
 
 async def _embed_chunks_only(settings: Settings) -> tuple[float, int]:
     """Embed the chunks the index holds, alone, with a fresh embedder (loaded before the clock starts)."""
-    stored = json.loads((settings.index_dir / settings.lightrag.workspace / "kv_store_text_chunks.json").read_text())
-    texts = [row["content"] for row in stored.values()]
+    texts = _stored_chunks(settings)
     embedder = LocalEmbedder()
     await embedder.embed(["warm up"])
     started = time.monotonic()
     for start in range(0, len(texts), EMBED_BATCH):
         await embedder.embed(texts[start : start + EMBED_BATCH])
     return time.monotonic() - started, len(texts)
+
+
+def _stored_chunks(settings: Settings) -> list[str]:
+    """The chunk texts in LightRAG's storage (its file, or its PostgreSQL table)."""
+    if settings.lightrag.storage == "files":
+        stored = json.loads((settings.index_dir / settings.lightrag.workspace / "kv_store_text_chunks.json").read_text())
+        return [row["content"] for row in stored.values()]
+    pg = settings.postgres
+    conninfo = f"host={pg.host} port={pg.port} dbname={pg.database} user={pg.user} password={pg.password.get_secret_value()}"
+    with psycopg.connect(conninfo) as db:
+        rows = db.execute("SELECT content FROM lightrag_doc_chunks WHERE workspace = %s", (settings.lightrag.workspace,)).fetchall()
+    return [content for (content,) in rows]
 
 
 async def _serve_and_search(settings: Settings, console: Console) -> tuple[list[float], float]:

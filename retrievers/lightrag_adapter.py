@@ -48,16 +48,51 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
 
+import numpy as np
+
 from core.errors import ConfigurationError, IndexError_, InvalidArgument
 from core.providers.base import Embedder, Extractor
 from core.providers.local import LocalEmbedder, RegexTokenizer, local_llm_func
-from core.settings import LightRAGSettings
+from core.settings import LightRAGSettings, Neo4jSettings, PostgresSettings
 
 
 #: beside the storages: the name of the embedder that built the index
 EMBEDDER_MARKER = "wayfinder-embedder.json"
 #: what built the indexes written before the marker existed (only the offline embedder did)
 LEGACY_EMBEDDER = LocalEmbedder.name
+#: LightRAG's storages per profile: (key-value, vectors, graph, document status)
+FILE_STORAGES = ("JsonKVStorage", "NanoVectorDBStorage", "NetworkXStorage", "JsonDocStatusStorage")
+ENGINE_STORAGES = ("PGKVStorage", "PGVectorStorage", "Neo4JStorage", "PGDocStatusStorage")
+
+
+@dataclass(frozen=True)
+class Engines:
+    """The servers of the ``production`` storage profile."""
+
+    postgres: PostgresSettings
+    neo4j: Neo4jSettings
+
+    def environment(self, workspace: str) -> dict[str, str]:
+        """What LightRAG's PostgreSQL and Neo4j storages read from the environment (they take no
+        arguments): every value they use is set, so nothing from the environment or a
+        ``config.ini`` in the working directory reaches them."""
+        pg, neo = self.postgres, self.neo4j
+        return {
+            "POSTGRES_HOST": pg.host,
+            "POSTGRES_PORT": str(pg.port),
+            "POSTGRES_USER": pg.user,
+            "POSTGRES_PASSWORD": pg.password.get_secret_value(),
+            "POSTGRES_DATABASE": pg.database,
+            "POSTGRES_WORKSPACE": workspace,
+            "POSTGRES_MAX_CONNECTIONS": str(pg.max_connections),
+            "POSTGRES_VECTOR_INDEX_TYPE": "HNSW",
+            "NEO4J_URI": neo.uri,
+            "NEO4J_USERNAME": neo.user,
+            "NEO4J_PASSWORD": neo.password.get_secret_value(),
+            "NEO4J_DATABASE": neo.database,
+            # The graph's nodes carry this label, beside the navigator's Space/Page/Image nodes.
+            "NEO4J_WORKSPACE": f"lightrag_{workspace}",
+        }
 
 
 @contextlib.contextmanager
@@ -91,7 +126,7 @@ with _contained_import():
     from lightrag.llm_roles import ROLE_NAMES, RoleLLMConfig
     from lightrag.prompt import PROMPTS
     from lightrag.chunker.token_size import chunking_by_token_size
-    from lightrag.utils import EmbeddingFunc, Tokenizer, make_relation_chunk_key
+    from lightrag.utils import EmbeddingFunc, Tokenizer, compute_mdhash_id, make_relation_chunk_key, make_relation_vdb_ids
     from lightrag.utils import logger as _lightrag_logger
 
 for _handler in list(_lightrag_logger.handlers):
@@ -181,8 +216,13 @@ class LightRAGIndex:
 
     _open: ClassVar[list[LightRAGIndex]] = []  # LightRAG's shared state is process-global
 
-    def __init__(self, settings: LightRAGSettings, working_dir: Path, embedder: Embedder, extractor: Extractor) -> None:
+    def __init__(
+        self, settings: LightRAGSettings, working_dir: Path, embedder: Embedder, extractor: Extractor, *, engines: Engines | None = None
+    ) -> None:
+        if (engines is None) != (settings.storage == "files"):
+            raise ConfigurationError(f"the {settings.storage!r} storage profile needs {'its servers' if engines is None else 'no servers'}")
         self._settings = settings
+        self._engines = engines
         self._working_dir = working_dir
         self._embedder = embedder
         self._extractor = extractor
@@ -215,17 +255,23 @@ class LightRAGIndex:
             return await embedder.embed(list(texts))
 
         modest = RoleLLMConfig(max_async=2, timeout=600)  # 2 cores; explicit so env vars cannot raise it
+        kv, vectors, graph, status = FILE_STORAGES if self._engines is None else ENGINE_STORAGES
+        if self._engines is not None:
+            with _contained_import():  # they read .env when imported, like the rest of LightRAG
+                import lightrag.kg.neo4j_impl  # noqa: F401
+                import lightrag.kg.postgres_impl  # noqa: F401
         return LightRAG(
             working_dir=str(self._working_dir),
             workspace=self._settings.workspace,
-            kv_storage="JsonKVStorage",
-            vector_storage="NanoVectorDBStorage",
-            graph_storage="NetworkXStorage",
-            doc_status_storage="JsonDocStatusStorage",
+            kv_storage=kv,
+            vector_storage=vectors,
+            graph_storage=graph,
+            doc_status_storage=status,
             chunk_token_size=self._settings.chunk_token_size,
             chunk_overlap_token_size=self._settings.chunk_overlap_token_size,
             tokenizer=Tokenizer(model_name="wayfinder-regex", tokenizer=RegexTokenizer()),
-            embedding_func=EmbeddingFunc(embedding_dim=embedder.dim, func=embed),
+            # model_name: server engines keep the vectors of each embedder in tables of their own
+            embedding_func=EmbeddingFunc(embedding_dim=embedder.dim, func=embed, model_name=embedder.name),
             embedding_batch_num=32,
             embedding_func_max_async=1,
             default_embedding_timeout=600,
@@ -250,17 +296,44 @@ class LightRAGIndex:
         self._working_dir.mkdir(parents=True, exist_ok=True)
         self._refuse_another_embedder(self._marked_embedder())  # before the storages load vectors of another size
         try:
-            self._rag = self._build()
-            await self._rag.initialize_storages()
+            with self._engine_environment():
+                self._rag = self._build()
+                await self._rag.initialize_storages()
         except (ConfigurationError, InvalidArgument):
             raise
         except Exception as exc:
+            if self._rag is not None:
+                with contextlib.suppress(Exception):
+                    await self._rag.finalize_storages()  # connection pools opened before the failure
+            self._rag = None
             finalize_share_data()
-            raise IndexError_(f"could not open the LightRAG index in {self._working_dir}: {exc}") from exc
+            raise IndexError_(f"could not open the LightRAG index {self._where}: {exc}") from exc
         self._mark_embedder()
         self._loop = asyncio.get_running_loop()
         self._open.append(self)
         return self
+
+    @property
+    def _where(self) -> str:
+        if self._engines is None:
+            return f"in {self._working_dir}"
+        pg, neo = self._engines.postgres, self._engines.neo4j
+        return f"{self._settings.workspace!r} (PostgreSQL {pg.host}:{pg.port}/{pg.database}, Neo4j {neo.uri})"
+
+    @contextlib.contextmanager
+    def _engine_environment(self) -> Iterator[None]:
+        """The engines' settings in the environment while LightRAG builds and opens its storages."""
+        values = {} if self._engines is None else self._engines.environment(self._settings.workspace)
+        saved = {key: os.environ.get(key) for key in values}
+        os.environ.update(values)
+        try:
+            yield
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
 
     # An index answers only to the embedder that built it: vectors of two models (or of one model
     # at two sizes) are not comparable, and a query against the wrong ones returns confident
@@ -466,11 +539,16 @@ class LightRAGIndex:
         try:
             vectors = await self._embedder.embed([p for p in probes if p], query=True)
             vector_of = dict(zip([p for p in probes if p], vectors, strict=True))
-            chunk_rows = await rag.chunks_vdb.query(text, top_k, query_embedding=vector_of[text])
-            entity_rows = await rag.entities_vdb.query(probes[1], top_k, query_embedding=vector_of[probes[1]]) if low else []
-            relation_rows = (
-                await rag.relationships_vdb.query(probes[2], top_k, query_embedding=vector_of[probes[2]]) if high else []
+            chunk_rows = await self._nearest(rag.chunks_vdb, text, top_k, vector_of[text], lambda row: row["id"])
+            entity_rows = (
+                await self._nearest(rag.entities_vdb, probes[1], top_k, vector_of[probes[1]], _entity_vdb_id) if low else []
             )
+            relation_rows = (
+                await self._nearest(rag.relationships_vdb, probes[2], top_k, vector_of[probes[2]], _relation_vdb_id) if high else []
+            )
+            if any(not row.get("full_doc_id") for row in chunk_rows):  # the PostgreSQL rows do not carry it
+                doc_of = await self._doc_of_chunks([row["id"] for row in chunk_rows])
+                chunk_rows = [{**row, "full_doc_id": row.get("full_doc_id") or doc_of.get(row["id"])} for row in chunk_rows]
             # Entities the query names exactly come first: an identifier (a property, a class, an
             # error code) is the strongest evidence there is, and its vector may not be close.
             graph = rag.chunk_entity_relation_graph
@@ -509,6 +587,25 @@ class LightRAGIndex:
             entities=_graph_hits("entity", entities, entity_sources, doc_of),
             relations=_graph_hits("relation", relations, relation_sources, doc_of),
         )
+
+    @staticmethod
+    async def _nearest(storage: Any, text: str, top_k: int, vector: Any, vdb_id: Callable[[dict[str, Any]], str]) -> list[dict[str, Any]]:
+        """The ``top_k`` rows nearest ``vector``, each with its cosine similarity as ``distance``
+        (the name LightRAG's file storage gives it). The PostgreSQL storage orders by it but does
+        not return it: there it is computed from the stored vectors."""
+        rows = await storage.query(text, top_k, query_embedding=vector)
+        if all("distance" in row for row in rows):
+            return rows
+        ids = [vdb_id(row) for row in rows]
+        stored = await storage.get_vectors_by_ids(ids)
+        query = np.asarray(vector, dtype=np.float64)
+        scored = []
+        for row, row_id in zip(rows, ids, strict=True):
+            if row_id in stored:
+                found = np.asarray(stored[row_id], dtype=np.float64)
+                cosine = float(found @ query / ((np.linalg.norm(found) * np.linalg.norm(query)) or 1.0))
+                scored.append({**row, "id": row_id, "distance": cosine})
+        return scored
 
     async def graph_evidence(self) -> dict[str, frozenset[str]]:
         """Every entity and relation (``"A -> B"``, both ways) with the documents supporting it,
@@ -549,6 +646,14 @@ class LightRAGIndex:
     async def _doc_of_chunks(self, chunk_ids: list[str]) -> dict[str, str]:
         rows = await self._rag.text_chunks.get_by_ids(chunk_ids) if chunk_ids else []
         return {cid: row["full_doc_id"] for cid, row in zip(chunk_ids, rows, strict=True) if row and row.get("full_doc_id")}
+
+
+def _entity_vdb_id(row: dict[str, Any]) -> str:
+    return compute_mdhash_id(row["entity_name"], prefix="ent-")
+
+
+def _relation_vdb_id(row: dict[str, Any]) -> str:
+    return make_relation_vdb_ids(row["src_id"], row["tgt_id"])[0]
 
 
 def _graph_hits(

@@ -101,7 +101,7 @@ async def indexed(services: Settings) -> SyncReport:
 
 @pytest.fixture(scope="session")
 def postgres():
-    """A real PostgreSQL 15 server for the session, started on first use; tests take a fresh
+    """A real PostgreSQL 16 server with pgvector for the session, started on first use; tests take a fresh
     database each with ``create_database``. Its directory lies where the server's own account
     can reach it (see devstack/postgres.py)."""
     directory = Path(tempfile.mkdtemp(prefix="wayfinder-test-postgres-"))

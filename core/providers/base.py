@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar, runtime_checkable
 
@@ -94,12 +94,15 @@ T = TypeVar("T")
 
 
 class Ahead(Generic[T]):
-    """Results started before they are asked for: ``hint`` starts work on texts, ``take`` returns
-    the started result for a text (or starts it now). Hints never taken are forgotten after two
-    more rounds of hints, so a text hinted and then not needed does not stay in memory."""
+    """Work started before it is asked for, in a pool made on first use: ``hint`` starts
+    ``work(text)`` for texts, ``take`` returns the started result for a text (or starts it now).
+    Hints never taken are forgotten after two more rounds of hints, so a text hinted and then not
+    needed does not stay in memory. ``close`` drops what is pending and stops the pool (a later
+    call makes a new one)."""
 
-    def __init__(self, start: Callable[[str], Future[T]]) -> None:
-        self._start = start
+    def __init__(self, make_pool: Callable[[], Executor], work: Callable[[str], T]) -> None:
+        self._make_pool, self._work = make_pool, work
+        self._pool: Executor | None = None
         self._held: dict[str, tuple[int, Future[T]]] = {}  # text -> (round of its hint, result)
         self._round = 0
         self._lock = threading.Lock()
@@ -115,13 +118,18 @@ class Ahead(Generic[T]):
     def take(self, text: str) -> Future[T]:
         with self._lock:
             held = self._held.pop(text, None)
-        return held[1] if held else self._start(text)
+            return held[1] if held else self._start(text)
 
-    def forget(self) -> None:
+    def close(self) -> None:
         with self._lock:
-            held, self._held = self._held, {}
-        for _round, future in held.values():
-            future.cancel()
+            pool, self._pool, self._held = self._pool, None, {}
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def _start(self, text: str) -> Future[T]:
+        if self._pool is None:
+            self._pool = self._make_pool()
+        return self._pool.submit(self._work, text)
 
 
 @dataclass

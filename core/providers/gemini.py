@@ -31,7 +31,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import Literal, TypeVar
 
 import httpx
@@ -196,9 +196,9 @@ class GeminiExtractor:
 
     def __init__(self, settings: GeminiSettings, usage: Usage | None = None) -> None:
         self._gemini = _Gemini(settings, usage, "extraction")
-        self._pool: ThreadPoolExecutor | None = None
-        self._pool_lock = threading.Lock()
-        self._ahead: Ahead[Extraction] = Ahead(self._start)
+        self._ahead: Ahead[Extraction] = Ahead(
+            lambda: ThreadPoolExecutor(settings.max_concurrency, thread_name_prefix="gemini-extract"), self._extract
+        )
         self._asked: OrderedDict[str, tuple[list[str], list[str]]] = OrderedDict()  # the same question costs one call
         self._asked_lock = threading.Lock()
 
@@ -271,17 +271,7 @@ class GeminiExtractor:
         self._ahead.hint(texts)
 
     def close(self) -> None:
-        self._ahead.forget()
-        with self._pool_lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
-
-    def _start(self, text: str) -> Future[Extraction]:
-        with self._pool_lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(self._gemini.settings.max_concurrency, thread_name_prefix="gemini-extract")
-            return self._pool.submit(self._extract, text)
+        self._ahead.close()
 
 
 # -- embeddings -----------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ import multiprocessing
 import re
 import threading
 from collections.abc import Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -184,9 +184,11 @@ class LocalExtractor:
         self._lock = threading.Lock()
         self._nlp: Any = None
         self._kiwi: Any = None
-        self._pool: ProcessPoolExecutor | None = None
-        self._pool_lock = threading.Lock()
-        self._ahead: Ahead[Extraction] = Ahead(self._start)
+        # spawn: the workers start clean, not as forks of a process that runs threads
+        self._ahead: Ahead[Extraction] = Ahead(
+            lambda: ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")),
+            functools.partial(_extract_in_worker, key_phrases),
+        )
 
     # -- models ---------------------------------------------------------------------------------
 
@@ -265,18 +267,7 @@ class LocalExtractor:
 
     def close(self) -> None:
         """Stop the worker processes (they start again on the next call)."""
-        self._ahead.forget()
-        with self._pool_lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
-
-    def _start(self, text: str) -> Future[Extraction]:
-        with self._pool_lock:
-            if self._pool is None:
-                # spawn: the workers start clean, not as forks of a process that runs threads
-                self._pool = ProcessPoolExecutor(self._workers, mp_context=multiprocessing.get_context("spawn"))
-            return self._pool.submit(_extract_in_worker, self._key_phrases, text)
+        self._ahead.close()
 
     def _extract(self, text: str) -> Extraction:
         return self._analyse(text)[0]

@@ -1,10 +1,13 @@
-"""Real LightRAG 1.5.7 on file storages in tmp_path, with the offline providers."""
+"""Real LightRAG 1.5.7 with the offline providers, on both storage profiles: files in tmp_path, and
+the production engines (PostgreSQL with pgvector, Neo4j) of the test session."""
 
 from __future__ import annotations
 
 import logging
+import secrets
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,7 +15,7 @@ import pytest
 from core.errors import ConfigurationError, InvalidArgument
 from core.providers.local import LocalEmbedder, LocalExtractor
 from core.settings import LightRAGSettings
-from retrievers.lightrag_adapter import IndexDocument, LightRAGIndex, SemanticIndex
+from retrievers.lightrag_adapter import Engines, IndexDocument, LightRAGIndex, SemanticIndex
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -37,9 +40,27 @@ def open_index(path: Path, embedder: LocalEmbedder, extractor: LocalExtractor) -
     return LightRAGIndex(LightRAGSettings(workspace="test"), path, embedder, extractor)
 
 
-async def test_insert_query_delete_update(tmp_path: Path, embedder: LocalEmbedder, extractor: LocalExtractor) -> None:
+Opener = Callable[[str], LightRAGIndex]
+
+
+@pytest.fixture(params=["files", "production"])
+def opener(request: pytest.FixtureRequest, tmp_path: Path, embedder: LocalEmbedder, extractor: LocalExtractor) -> Opener:
+    """Opens the index named ``name`` on one storage profile: a directory of its own, or a
+    workspace of its own in a fresh PostgreSQL database and the session's Neo4j."""
+    if request.param == "files":
+        return lambda name: open_index(tmp_path / name, embedder, extractor)
+    postgres, services = request.getfixturevalue("postgres"), request.getfixturevalue("services")
+    database = f"lightrag_{secrets.token_hex(4)}"
+    postgres.create_database(database)
+    engines = Engines(postgres.settings(database), services.neo4j)
+    return lambda name: LightRAGIndex(
+        LightRAGSettings(workspace=f"{name}_{database}", storage="production"), tmp_path / name, embedder, extractor, engines=engines
+    )
+
+
+async def test_insert_query_delete_update(opener: Opener) -> None:
     progress: list[int] = []
-    async with open_index(tmp_path, embedder, extractor) as index:
+    async with opener("a") as index:
         typed: SemanticIndex = index
         await typed.upsert(DOCS, on_progress=progress.append)
         assert progress == [3]
@@ -69,14 +90,13 @@ async def test_insert_query_delete_update(tmp_path: Path, embedder: LocalEmbedde
         assert await index.indexed_doc_ids() == {"page:1", "page:3"}
 
 
-async def test_reopen_persists_and_workspaces_do_not_leak(
-    tmp_path: Path, embedder: LocalEmbedder, extractor: LocalExtractor
-) -> None:
-    async with open_index(tmp_path / "a", embedder, extractor) as index:
+async def test_reopen_persists_and_workspaces_do_not_leak(opener: Opener) -> None:
+    async with opener("a") as index:
         await index.upsert(DOCS[:1])
-    async with open_index(tmp_path / "b", embedder, extractor) as other:
+    async with opener("b") as other:
         assert await other.indexed_doc_ids() == set()
-    async with open_index(tmp_path / "a", embedder, extractor) as index:
+        assert (await other.query("HiveServer2", top_k=3)).chunks == []
+    async with opener("a") as index:
         assert await index.indexed_doc_ids() == {"page:1"}
         assert (await index.query("HiveServer2", top_k=3)).chunks[0].doc_id == "page:1"
 

@@ -1,5 +1,5 @@
 """The raw store behaves the same on both engines it runs on: SQLite (the default) and a real
-PostgreSQL 15 server."""
+PostgreSQL 16 server."""
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from unittest import mock
 import signal
 import subprocess
 import sys
@@ -68,16 +69,8 @@ def own(request, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Set
 
 
 def _settings(env: dict[str, str]) -> Settings:
-    saved = {key: os.environ.get(key) for key in env}
-    os.environ.update(env)
-    try:
+    with mock.patch.dict(os.environ, env):
         return Settings()
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def _sync_killed_when(env: dict[str, str], ready) -> bool:

@@ -128,3 +128,23 @@ def test_settings_survive_the_trip_through_a_child_process_environment(monkeypat
     for key, value in configured.as_environment().items():
         monkeypatch.setenv(key, value)
     assert Settings() == configured
+
+
+def test_docker_compose_serves_the_stack_on_the_default_ports():
+    import yaml
+
+    from devstack import stack
+
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())["services"]
+    defaults = Settings()
+    published = {name: {p.split(":")[1] for p in service["ports"]} for name, service in compose.items()}
+    assert published == {
+        "neo4j": {str(defaults.neo4j.bolt_port)},
+        "openfga": {str(defaults.openfga.http_port)},
+        "postgres": {str(defaults.postgres.port)},
+    }
+    assert compose["postgres"]["profiles"] == ["production"] and "pgvector" in compose["postgres"]["image"]
+    # and the stack without Docker runs PostgreSQL exactly when the production profile needs it
+    assert "postgres" not in {s.name for s in stack.services(defaults)}
+    production = Settings(lightrag={"storage": "production"})
+    assert "postgres" in {s.name for s in stack.services(production)}

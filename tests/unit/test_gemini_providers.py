@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import closing
 
 import numpy as np
 import pytest
@@ -30,11 +31,8 @@ def gemini():
 
 def test_extraction_is_structured_output_read_back_as_entities_and_relations(gemini):
     fake, settings = gemini
-    extractor = GeminiExtractor(settings)
-    try:
+    with closing(GeminiExtractor(settings)) as extractor:
         extraction = extractor.extract(PASSAGE)
-    finally:
-        extractor.close()
     names = [name for name, _kind, _description in extraction.entities]
     assert names == ["HiveServer2", "JDBC", "Metastore", "hive.metastore.uris", "MySQL"]
     assert ("HiveServer2", "JDBC", "mentioned together", "HiveServer2 serves JDBC clients.") in extraction.relations
@@ -61,11 +59,8 @@ def test_an_answer_is_kept_only_where_it_fits_the_passage(gemini):
             }
         )
     ]
-    extractor = GeminiExtractor(settings)
-    try:
+    with closing(GeminiExtractor(settings)) as extractor:
         extraction = extractor.extract("Beeline connects to Hive Server.")
-    finally:
-        extractor.close()
     assert extraction.entities == [("Hive Server", "artifact", "the server"), ("Beeline", "artifact", "the client")]
     assert extraction.relations == [("Beeline", "Hive Server", "connects", "Beeline connects.")]
 
@@ -73,19 +68,15 @@ def test_an_answer_is_kept_only_where_it_fits_the_passage(gemini):
 def test_json_that_does_not_fit_the_schema_is_a_clear_error(gemini):
     fake, settings = gemini
     fake.answers = ['{"entities": [{"name": "x"}]}']
-    extractor = GeminiExtractor(settings)
-    try:
+    with closing(GeminiExtractor(settings)) as extractor:
         with pytest.raises(SourceError, match=r"gemini-2.5-flash-lite.*does not fit the schema"):
             extractor.extract("Some text.")
-    finally:
-        extractor.close()
 
 
 def test_prefetch_starts_extraction_before_it_is_asked_for(gemini):
     fake, settings = gemini
-    extractor = GeminiExtractor(settings)
     texts = [f"Component{i} talks to Service{i}." for i in range(6)]
-    try:
+    with closing(GeminiExtractor(settings)) as extractor:
         extractor.prefetch(texts)
         deadline = time.monotonic() + 10
         while len(fake.calls) < len(texts) and time.monotonic() < deadline:
@@ -93,8 +84,6 @@ def test_prefetch_starts_extraction_before_it_is_asked_for(gemini):
         assert sorted(call.prompt for call in fake.calls) == sorted(texts)  # all sent, none asked for yet
         assert [e[0] for e in extractor.extract(texts[3]).entities] == ["Component3", "Service3"]
         assert len(fake.calls) == len(texts)  # the answer was the prefetched one
-    finally:
-        extractor.close()
 
 
 def test_query_keywords_are_asked_once_per_question_and_degrade_when_gemini_fails(gemini, caplog):
@@ -146,22 +135,16 @@ async def test_429_and_5xx_are_retried_and_failing_for_good_names_the_model(gemi
     assert embedder._gemini.calls == 3 and len(fake.calls) == 1
 
     fake.failures = [503, 503, 503]
-    extractor = GeminiExtractor(settings)
-    try:
+    with closing(GeminiExtractor(settings)) as extractor:
         with pytest.raises(SourceError, match=r"Gemini \(gemini-2.5-flash-lite\) could not extract entities: 503"):
             extractor.extract("Never answered.")
-    finally:
-        extractor.close()
 
 
 async def test_every_role_writes_its_tokens_to_one_ledger_and_the_cost_is_estimated(gemini):
     fake, settings = gemini
     usage = Usage()
-    extractor = GeminiExtractor(settings, usage)
-    try:
+    with closing(GeminiExtractor(settings, usage)) as extractor:
         extractor.extract(PASSAGE)
-    finally:
-        extractor.close()
     await GeminiEmbedder(settings, usage).embed(["x" * 400, "y" * 400])
     from tests.unit.test_alt_text import IMAGE
 
