@@ -42,8 +42,9 @@ class PageContent:
 
 
 class NavigatorStore(Protocol):
-    async def sync_space(self, space: Space, pages: Sequence[Page]) -> None:
-        """Make the stored tree of ``space`` equal to ``pages`` (merge, move, prune)."""
+    async def sync_space(self, space: Space, pages: Sequence[Page]) -> int:
+        """Make the stored tree of ``space`` equal to ``pages`` (merge, move, prune); returns how
+        many pages had to be written."""
         ...
 
     async def spaces(self) -> list[Space]: ...

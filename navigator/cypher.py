@@ -22,7 +22,7 @@ MERGE_PAGES = """
 UNWIND $pages AS row
 MATCH (s:Space {id: row.space_id})
 MERGE (p:Page {id: row.id})
-SET p.title = row.title, p.url = row.url, p.markdown = row.markdown, p.space_id = row.space_id
+SET p.title = row.title, p.url = row.url, p.markdown = row.markdown, p.space_id = row.space_id, p.digest = row.digest
 MERGE (s)-[:HAS_PAGE]->(p)
 WITH p, row, s
 OPTIONAL MATCH (p)<-[old:PARENT_OF|ROOT_PAGE]-()
@@ -57,6 +57,13 @@ MERGE (p)-[:LINKS_TO]->(t)
 """
 
 LINKS = "MATCH (:Page {id: $id})-[:LINKS_TO]->(t:Page) RETURN t.id AS id ORDER BY t.id"
+
+# What each page of the space was last written from (a digest of everything MERGE_PAGES and
+# SET_LINKS set), so a sync writes only the pages that changed.
+PAGE_DIGESTS = """
+MATCH (:Space {id: $space_id})-[:HAS_PAGE]->(p:Page)
+RETURN p.id AS id, p.digest AS digest
+"""
 
 # Pages of the space that the source no longer reports.
 PRUNE_PAGES = """

@@ -14,10 +14,12 @@ class FakeNavigatorStore:
         self._pages: dict[str, Page] = {}
         self._images: dict[str, Image] = {}
 
-    async def sync_space(self, space: Space, pages: Sequence[Page]) -> None:
+    async def sync_space(self, space: Space, pages: Sequence[Page]) -> int:
         self._spaces[space.id] = space
+        before = dict(self._pages)
         self._pages = {pid: p for pid, p in self._pages.items() if p.space_key != space.key}
         self._pages.update((page.id, page) for page in pages)
+        return sum(1 for page in pages if before.get(page.id) != page)
 
     async def spaces(self) -> list[Space]:
         return sorted(self._spaces.values(), key=lambda s: s.key)

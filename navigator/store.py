@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -88,7 +90,10 @@ class Neo4jStore:
         for statement in cypher.SCHEMA:
             await self._write(statement)
 
-    async def sync_space(self, space: Space, pages: Sequence[Page]) -> None:
+    async def sync_space(self, space: Space, pages: Sequence[Page]) -> int:
+        """Write the pages that changed since the last sync (text, title, place in the tree,
+        links), re-link pages whose links point at a page written now (a link to a page not held
+        yet was dropped), prune the pages the source no longer reports. Returns the pages written."""
         await self.ensure_schema()
         await self._write(cypher.MERGE_SPACE, id=space.id, key=space.key, name=space.name, url=space.url)
         rows = [
@@ -104,11 +109,18 @@ class Neo4jStore:
             }
             for page in pages
         ]
-        for start in range(0, len(rows), WRITE_BATCH):
-            await self._write(cypher.MERGE_PAGES, pages=rows[start : start + WRITE_BATCH])
-        for start in range(0, len(rows), WRITE_BATCH):  # every page of the space exists by now
-            await self._write(cypher.SET_LINKS, pages=rows[start : start + WRITE_BATCH])
+        for row in rows:
+            row["digest"] = hashlib.sha256(json.dumps(row, sort_keys=True).encode()).hexdigest()
+        held = {record["id"]: record["digest"] for record in await self._read(cypher.PAGE_DIGESTS, space_id=space.id)}
+        changed = [row for row in rows if held.get(row["id"]) != row["digest"]]  # parents first, as given
+        written = {row["id"] for row in changed}
+        relinked = [row for row in rows if row["id"] in written or written.intersection(row["links"])]
+        for start in range(0, len(changed), WRITE_BATCH):
+            await self._write(cypher.MERGE_PAGES, pages=changed[start : start + WRITE_BATCH])
+        for start in range(0, len(relinked), WRITE_BATCH):  # every page of the space exists by now
+            await self._write(cypher.SET_LINKS, pages=relinked[start : start + WRITE_BATCH])
         await self._write(cypher.PRUNE_PAGES, space_id=space.id, keep=[row["id"] for row in rows])
+        return len(changed)
 
     async def sync_images(self, space: Space, images: Sequence[Image]) -> None:
         """Write only the images that are new or changed (bytes or alt text); drop the rest."""

@@ -68,12 +68,13 @@ async def run_sinks(
     if not content:
         return IndexReport(len(spaces), len(all_pages), tuples, None, 0.0, time.monotonic() - started)
 
+    written = 0
     async with Neo4jStore(settings.neo4j) as store:
         for space in spaces:
-            await store.sync_space(space, pages_by_space[space.key])
+            written += await store.sync_space(space, pages_by_space[space.key])
             held = {page.page_id for page in pages_by_space[space.key]}
             await store.sync_images(space, [image for image in images if image.page_id in held])
-    console.print(f"Neo4j: tree of {len(all_pages)} pages and {len(images)} images synchronised")
+    console.print(f"Neo4j: tree of {len(all_pages)} pages ({written} written) and {len(images)} images synchronised")
 
     to_index = [page for page in all_pages if indexable is None or page.page_id in indexable]
     settings.index_dir.mkdir(parents=True, exist_ok=True)

@@ -66,3 +66,18 @@ async def test_a_page_moved_to_another_space_survives_the_old_space_sync(store: 
     assert [c.id for c in await store.children("space:NAVU", -1, 10)] == ["page:900004"]
     summary = (await store.summaries(["page:900004"]))["page:900004"]
     assert summary.space_id == "space:NAVU" and summary.ancestors == ()
+
+
+async def test_a_sync_writes_only_what_changed_and_links_reach_pages_that_arrive_later(store: Neo4jStore):
+    assert await store.sync_space(SPACE, TREE) == 0  # the fixture's sync wrote them all
+    linking = page(900005, None, 1).model_copy(update={"links": ("900006",)})  # to a page not held yet
+    assert await store.sync_space(SPACE, [*TREE, linking]) == 1
+    assert await store.links("page:900005") == []
+    edited = TREE[1].model_copy(update={"markdown": "body 900002, edited"})
+    target = page(900006, None, 2)
+    assert await store.sync_space(SPACE, [TREE[0], edited, *TREE[2:], linking, target]) == 2  # the edit, the new page
+    assert (await store.page("page:900002")).markdown == "body 900002, edited"
+    assert await store.links("page:900005") == ["page:900006"]  # the unchanged page's link now lands
+    moved = TREE[3].model_copy(update={"parent_id": "900002"})  # a move is a change too
+    assert await store.sync_space(SPACE, [TREE[0], edited, TREE[2], moved, linking, target]) == 1
+    assert [c.id for c in await store.children("page:900002", -1, 10)] == ["page:900004"]
