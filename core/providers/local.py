@@ -62,7 +62,7 @@ _NER_TYPES = {
     "LAW": "content",
     "LANGUAGE": "concept",
 }
-_NAME_STRIP = " \t\"'`*_()[]{}<>:;,.!?#|=~-"
+_NAME_STRIP = " \t\"'`*_()[]{}<>:;,.!?#|=~-•·◦▪‣"  # list bullets too: "• Hive" is Hive
 _WORD = re.compile(r"\s*(?:\w+|[^\w\s])|\s+")
 
 # Caps per chunk: relation vectors dominate index time and memory. On 30 Hive pages, 40/60/6 indexed

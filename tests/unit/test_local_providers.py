@@ -16,6 +16,7 @@ from core.providers.local import (
     LocalEmbedder,
     LocalExtractor,
     RegexTokenizer,
+    _clean_name,
     local_llm_func,
     render_extraction,
 )
@@ -194,3 +195,9 @@ async def test_embedder_is_lazy_and_512_wide() -> None:
     vectors = await embedder.embed(["Apache Hive", "하이브"])
     assert vectors.shape == (2, 512) and vectors.dtype == np.float32
     assert (await embedder.embed([])).shape == (0, 512)
+
+
+def test_entity_names_lose_list_bullets_and_wrapping_punctuation() -> None:
+    assert [_clean_name(raw) for raw in ("• Hive", "◦ HiveServer2:", "‣ `hive.exec.parallel`", "The Metastore")] == [
+        "Hive", "HiveServer2", "hive.exec.parallel", "Metastore"
+    ]
