@@ -73,8 +73,27 @@ async def run_sync(
     permissions_only: bool = False,
     open_index: OpenIndex = semantic_index,
 ) -> SyncReport:
-    started = time.monotonic()
     report = SyncReport()
+    try:
+        await _sync(settings, source, store, console, report, permissions_only=permissions_only, open_index=open_index)
+    finally:
+        spent = report.usage.summary(settings.gemini.prices)
+        if spent:  # also when the run failed: the calls were made, and paid for
+            console.print(f"Gemini: {spent}")
+    return report
+
+
+async def _sync(
+    settings: Settings,
+    source: ConfluenceRestSource,
+    store: RawStore,
+    console: Console,
+    report: SyncReport,
+    *,
+    permissions_only: bool,
+    open_index: OpenIndex,
+) -> None:
+    started = time.monotonic()
     calls_before = source.calls
     keys = settings.confluence.spaces
     permission_changes: dict[str, list[str]] = {}
@@ -110,12 +129,8 @@ async def run_sync(
         await store.set_watermark(key, when)
     report.seconds = time.monotonic() - started
     console.print(f"sync: {report.summary()} in {report.seconds:.1f}s ({report.rest_calls} REST calls)")
-    spent = report.usage.summary(settings.gemini.prices)
-    if spent:
-        console.print(f"Gemini: {spent}")
     for page_id, why in sorted(report.failed.items()):
         console.print(f"[yellow]page {page_id} not converted, retried next run:[/yellow] {why}")
-    return report
 
 
 async def _collect(settings: Settings, source: ConfluenceRestSource, store: RawStore, key: str, console: Console) -> tuple[set[str], datetime | None]:
