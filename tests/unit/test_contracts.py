@@ -44,7 +44,7 @@ def test_every_setting_is_documented_in_the_readme():
 
 def test_each_third_party_backend_is_imported_by_one_module():
     owners = {"openfga_sdk": {"authz/client.py"}, "neo4j": {"navigator/store.py"}, "lightrag": {"retrievers/lightrag_adapter.py"},
-              "atlassian": {"pipeline/sources/confluence_rest.py"}}
+              "atlassian": {"pipeline/sources/confluence_rest.py"}, "google": {"core/providers/gemini.py"}}
     for module, allowed in owners.items():
         importers = {
             str(path.relative_to(REPO))
