@@ -214,7 +214,8 @@ class SemanticIndex(Protocol):
 
 
 class LightRAGIndex:
-    """``SemanticIndex`` on LightRAG with file-based storages under ``working_dir``."""
+    """``SemanticIndex`` on LightRAG: file storages under ``working_dir``, or the server engines
+    of the ``production`` profile (``engines``)."""
 
     _open: ClassVar[list[LightRAGIndex]] = []  # LightRAG's shared state is process-global
 
@@ -541,16 +542,16 @@ class LightRAGIndex:
         try:
             vectors = await self._embedder.embed([p for p in probes if p], query=True)
             vector_of = dict(zip([p for p in probes if p], vectors, strict=True))
-            chunk_rows = await self._nearest(rag.chunks_vdb, text, top_k, vector_of[text], lambda row: row["id"])
-            entity_rows = (
-                await self._nearest(rag.entities_vdb, probes[1], top_k, vector_of[probes[1]], _entity_vdb_id) if low else []
+
+            async def nothing() -> list[dict[str, Any]]:
+                return []
+
+            # The three channels are independent: with server engines their round trips overlap.
+            chunk_rows, entity_rows, relation_rows = await asyncio.gather(
+                self._nearest(rag.chunks_vdb, text, top_k, vector_of[text], lambda row: row["id"]),
+                self._nearest(rag.entities_vdb, probes[1], top_k, vector_of[probes[1]], _entity_vdb_id) if low else nothing(),
+                self._nearest(rag.relationships_vdb, probes[2], top_k, vector_of[probes[2]], _relation_vdb_id) if high else nothing(),
             )
-            relation_rows = (
-                await self._nearest(rag.relationships_vdb, probes[2], top_k, vector_of[probes[2]], _relation_vdb_id) if high else []
-            )
-            if any(not row.get("full_doc_id") for row in chunk_rows):  # the PostgreSQL rows do not carry it
-                doc_of = await self._doc_of_chunks([row["id"] for row in chunk_rows])
-                chunk_rows = [{**row, "full_doc_id": row.get("full_doc_id") or doc_of.get(row["id"])} for row in chunk_rows]
             # Entities the query names exactly come first: an identifier (a property, a class, an
             # error code) is the strongest evidence there is, and its vector may not be close.
             graph = rag.chunk_entity_relation_graph
@@ -573,11 +574,14 @@ class LightRAGIndex:
 
         entity_sources = await self._tracked_chunks(rag.entity_chunks, names)
         relation_sources = await self._tracked_chunks(rag.relation_chunks, [make_relation_chunk_key(a, b) for a, b in pairs])
-        all_chunk_ids = set().union(*entity_sources, *relation_sources)
-        doc_of = await self._doc_of_chunks(sorted(all_chunk_ids))
+        # One lookup of the documents behind every chunk met: the graph's supporting chunks, and the
+        # chunk hits whose rows do not say (the PostgreSQL rows carry no document id).
+        unplaced = {row["id"] for row in chunk_rows if not row.get("full_doc_id")}
+        doc_of = await self._doc_of_chunks(sorted(set().union(*entity_sources, *relation_sources, unplaced)))
+        chunk_docs = [(row, row.get("full_doc_id") or doc_of.get(row["id"])) for row in chunk_rows]
         chunk_hits = [
-            ChunkHit(row["id"], row["full_doc_id"], row.get("content", ""), rank, float(row["distance"]))
-            for rank, row in enumerate((r for r in chunk_rows if r.get("full_doc_id")), start=1)
+            ChunkHit(row["id"], doc_id, row.get("content", ""), rank, float(row["distance"]))
+            for rank, (row, doc_id) in enumerate(((r, d) for r, d in chunk_docs if d), start=1)
         ]
         entities = [(name, nodes.get(name) or {}, score) for name, score in scored]
         relations = [

@@ -60,7 +60,7 @@ async def sync_index(
     # A doc the manifest lists but the index lost (interrupted run) is redone.
     held = {doc: digest for doc, digest in held.items() if doc in indexed}
     wanted = {page.id: (page, _digest(index_text(page))) for page in pages}
-    stale = sorted(set(held) - set(wanted) | (indexed - set(held) - set(wanted)))
+    stale = sorted(indexed - set(wanted))  # what the index holds and the source no longer has
     held = {doc: digest for doc, digest in held.items() if doc not in stale}
     # A fixed, mixed order (by a digest of the id): every stretch of the run holds long and short
     # pages of every space alike, so the progress rate, and the time left it implies, hold from the start.
