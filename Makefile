@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install demo test test-unit leak-suite bench-authz bench-incremental bench-incremental-production bench-index bench-index-scale bench-index-production services-up services-down clean
+.PHONY: install demo test test-unit eval leak-suite bench-authz bench-incremental bench-incremental-production bench-index bench-index-scale bench-index-production services-up services-down clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,12 @@ test: install
 
 test-unit: install
 	$(BIN)/python -m pytest tests/unit
+
+# Retrieval quality on the Hive and MuSiQue dev sets: Wayfinder, plain BM25 and plain LightRAG side
+# by side, as alice; reports in .wayfinder/reports/eval-*.json. Own stack; the first run indexes
+# both corpora (2,195 pages), later runs reuse them.
+eval: install
+	$(BIN)/wayfinder eval
 
 # Every page as every principal over MCP, with canaries; report in .wayfinder/reports/leak-suite.json.
 # Own stack and ports; the first run indexes the Hive space (about 15 minutes), later runs reuse it.

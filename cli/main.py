@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from enum import Enum
+from pathlib import Path
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from core.errors import AuthorizationUnavailable, NavigatorUnavailable, WayfinderError
+from core.errors import AuthorizationUnavailable, InvalidArgument, NavigatorUnavailable, WayfinderError
 from core.settings import Settings
 
 app = typer.Typer(no_args_is_help=True, help="Wayfinder: permission-aware GraphRAG over Confluence.")
@@ -228,6 +229,30 @@ def bench_index(
 
     try:
         asyncio.run(run_bench_index(Settings(), console, scale=scale, storage="production" if production else "files"))
+    except WayfinderError as exc:
+        raise _fail(exc) from exc
+
+
+@app.command("eval")
+def eval_(
+    dataset: list[Path] = typer.Option(
+        None, "--dataset", help="Question file (questions_dev.jsonl or MuSiQue format); repeatable. Default: both dev sets."
+    ),
+    principal: str = typer.Option("alice", help="The user whose view is scored (gold pages hidden from them are left out)."),
+    k: str = typer.Option("1,5,10", help="Cut-offs for recall@k, comma-separated."),
+) -> None:
+    """Retrieval quality: Wayfinder, plain BM25 and plain LightRAG side by side on a stack of its own (Hive + MuSiQue)."""
+    from devstack.evaluation import default_datasets, run_eval
+
+    settings = Settings()
+    try:
+        ks = sorted({int(part) for part in k.split(",") if part.strip()})
+    except ValueError:
+        raise _fail(InvalidArgument(f"--k takes whole numbers separated by commas, got {k!r}")) from None
+    if not ks or ks[0] < 1:
+        raise _fail(InvalidArgument(f"--k takes cut-offs of 1 or more, got {k!r}"))
+    try:
+        asyncio.run(run_eval(settings, console, dataset or default_datasets(settings), principal, ks))
     except WayfinderError as exc:
         raise _fail(exc) from exc
 

@@ -78,6 +78,7 @@ class CountingEmbedder:
 class CountingExtractor:
     def __init__(self, inner: Extractor, calls: Calls) -> None:
         self._inner, self._calls = inner, calls
+        self.name = inner.name
 
     def extract(self, text: str) -> Extraction:
         self._calls.extraction += 1

@@ -50,7 +50,7 @@ from pipeline.raw_store import RawStore
 from pipeline.sources.confluence_rest import ConfluenceRestSource
 from pipeline.sync import run_sync
 from retrievers.factory import semantic_index
-from retrievers.lightrag_adapter import IndexDocument, SemanticIndex
+from retrievers.base import IndexDocument, SemanticIndex
 
 Storage = Literal["files", "production"]
 USER = "alice"

@@ -127,8 +127,9 @@ def create_server(
         top_k: Annotated[int, Field(ge=1, le=50, description="Number of page hits.")] = 10,
         response_format: Literal["concise", "detailed"] = "concise",
     ) -> dict[str, Any]:
-        """Find pages relevant to a question. Returns page hits with snippets, plus related entities and
-        relations with the ids of the pages they come from. Use fetch to read a hit."""
+        """Find pages relevant to a question. Returns page hits with snippets (pages repeating a hit's
+        text are listed in its also_in), plus related entities and relations with the ids of the
+        pages they come from. Use fetch to read a hit."""
         async with request(ctx, "search") as (opened, gate, result):
             found = await opened.semantic.search(gate, query, top_k=top_k, spaces=spaces, response_format=response_format)
             result.update(notice=UNTRUSTED_NOTICE, **dataclasses.asdict(found))

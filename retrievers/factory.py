@@ -7,7 +7,8 @@ from collections.abc import Callable
 from core.providers.base import Embedder, Extractor, Usage
 from core.providers.local import LocalEmbedder, LocalExtractor
 from core.settings import Settings
-from retrievers.lightrag_adapter import Engines, LightRAGIndex, SemanticIndex
+from retrievers.lightrag_adapter import Engines, LightRAGIndex
+from retrievers.base import SemanticIndex
 
 #: how the sync opens the index: settings, and the ledger hosted models' calls are written to
 OpenIndex = Callable[[Settings, Usage | None], SemanticIndex]

@@ -1,7 +1,8 @@
 """An in-memory ``SemanticIndex`` for tests of the code above the index.
 
-Scores whole documents by query-term overlap; entities are the capitalised words of a document
-and relations link capitalised words that follow each other. Deterministic and instant.
+Scores whole documents by query-term overlap (and by the real BM25 of :mod:`retrievers.lexical`
+for the lexical channel); entities are the capitalised words of a document and relations link
+capitalised words that follow each other. Deterministic and instant.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ import re
 from collections.abc import Callable, Sequence
 
 from core.errors import InvalidArgument
-from retrievers.lightrag_adapter import ChunkHit, GraphHit, IndexDocument, RawResults
+from retrievers.lexical import LexicalEntry, LexicalIndex
+from retrievers.base import ChunkHit, GraphHit, IndexDocument, RawResults
 
 _TERM = re.compile(r"\w+")
 _CAPITALISED = re.compile(r"\b[A-Z]\w*(?:[.-]\w+)*")
@@ -54,6 +56,9 @@ class FakeSemanticIndex:
     async def indexed_doc_ids(self) -> set[str]:
         return set(self.docs)
 
+    async def outdated_doc_ids(self) -> set[str]:
+        return set()
+
     async def query(self, text: str, top_k: int) -> RawResults:
         self.calls.append(("query", text))
         if top_k < 1:
@@ -87,7 +92,18 @@ class FakeSemanticIndex:
             GraphHit("relation", name, f"{name} (fake)", frozenset(ids), rank, _chunk_ids(ids), 1.0)
             for rank, (name, ids) in enumerate(sorted(edges.items())[:top_k], start=1)
         ]
-        return RawResults(chunks=chunks, entities=entities, relations=relations)
+        lexical = LexicalIndex({_chunk_id(d): LexicalEntry(d, body) for d, body in self.docs.items()})
+        found = [ChunkHit(cid, doc_id, self.docs[doc_id], rank, score) for rank, (cid, doc_id, score) in enumerate(lexical.search(text, top_k), start=1)]
+        return RawResults(chunks=chunks, entities=entities, relations=relations, lexical=found)
+
+    async def entities_of(self, doc_ids: Sequence[str]) -> list[GraphHit]:
+        self.calls.append(("entities_of", list(doc_ids)))
+        names = sorted({name for d in doc_ids if d in self.docs for name in _CAPITALISED.findall(self.docs[d])})
+        support = {name: {d for d, body in self.docs.items() if name in _CAPITALISED.findall(body)} for name in names}
+        return [
+            GraphHit("entity", name, f"{name} (fake)", frozenset(ids), rank, _chunk_ids(ids))
+            for rank, (name, ids) in enumerate(sorted(support.items()), start=1)
+        ]
 
     async def chunks(self, chunk_ids: Sequence[str]) -> list[ChunkHit]:
         self.calls.append(("chunks", list(chunk_ids)))

@@ -48,18 +48,27 @@ import os
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
 from core.errors import ConfigurationError, IndexError_, InvalidArgument
 from core.providers.base import Embedder, Extractor
-from core.providers.local import LocalEmbedder, RegexTokenizer, local_llm_func
+from core.providers.local import LocalEmbedder, RegexTokenizer
 from core.settings import LightRAGSettings, Neo4jSettings, PostgresSettings
+from retrievers.base import ChunkHit, GraphHit, IndexDocument, RawResults
+from retrievers.lexical import LexicalEntry, LexicalIndex
+from retrievers.lightrag_records import local_llm_func
 
 
 #: beside the storages: the name of the embedder that built the index
 EMBEDDER_MARKER = "wayfinder-embedder.json"
+#: beside the storages: the lexical channel's chunks (retrievers.lexical)
+LEXICAL_FILE = "wayfinder-lexical.json"
+#: beside the storages: which extractor extracted each document
+EXTRACTION_FILE = "wayfinder-extraction.json"
+#: what extracted the documents of indexes written before that file existed
+LEGACY_EXTRACTOR = "local-1"
 #: what built the indexes written before the marker existed (only the offline embedder did)
 LEGACY_EMBEDDER = LocalEmbedder.name
 #: LightRAG's storages per profile: (key-value, vectors, graph, document status)
@@ -121,7 +130,7 @@ with _contained_import():
     import lightrag.kg.json_kv_impl  # noqa: F401
     import lightrag.kg.nano_vector_db_impl  # noqa: F401
     import lightrag.kg.networkx_impl  # noqa: F401
-    from lightrag import LightRAG
+    from lightrag import LightRAG, QueryParam
     from lightrag.base import DocStatus, DocStatusStorage, StorageNameSpace
     from lightrag.constants import GRAPH_FIELD_SEP
     from lightrag.kg.shared_storage import finalize_share_data
@@ -138,79 +147,6 @@ _lightrag_logger.setLevel(logging.NOTSET)
 
 
 UNTRACEABLE = "untraceable"  # stands for a document a chunk no longer leads to
-
-
-@dataclass(frozen=True)
-class IndexDocument:
-    """One document to index. ``doc_id`` is unique (e.g. ``page:27362069``)."""
-
-    doc_id: str
-    text: str
-
-
-@dataclass(frozen=True)
-class ChunkHit:
-    """A chunk of one document. ``score`` is its similarity to the query (0 when fetched by id)."""
-
-    chunk_id: str
-    doc_id: str
-    text: str
-    rank: int
-    score: float = 0.0
-
-
-@dataclass(frozen=True)
-class GraphHit:
-    """An entity (``name`` is the entity) or relation (``name`` is ``"A -> B"``).
-
-    ``doc_ids`` holds every document supporting it and ``chunk_ids`` every supporting chunk; all
-    documents must be authorized before the hit, its text or its chunks are used.
-    """
-
-    kind: Literal["entity", "relation"]
-    name: str
-    description: str
-    doc_ids: frozenset[str]
-    rank: int
-    chunk_ids: tuple[str, ...] = ()
-    score: float = 0.0
-
-
-@dataclass(frozen=True)
-class RawResults:
-    chunks: list[ChunkHit]
-    entities: list[GraphHit]
-    relations: list[GraphHit]
-
-
-class SemanticIndex(Protocol):
-    """Documents in, unauthorized candidates out: each channel searched on its own, nothing
-    expanded through the graph (the caller expands through the items it may see)."""
-
-    async def upsert(
-        self, docs: Sequence[IndexDocument], on_progress: Callable[[int], None] | None = None, *, remove: Sequence[str] = ()
-    ) -> None:
-        """Index ``docs``, replacing earlier versions; ``on_progress(n_done)`` after each batch.
-        ``remove`` names documents to delete in the same pass (the stores are written once for
-        both); they are gone by the first ``on_progress``."""
-        ...
-
-    async def delete(self, doc_ids: Sequence[str]) -> None:
-        """Remove documents and everything only they support. Unknown ids are ignored."""
-        ...
-
-    async def query(self, text: str, top_k: int) -> RawResults:
-        """Up to ``top_k`` chunks, entities and relations each by similarity to ``text``, and first
-        the entities ``text`` names exactly."""
-        ...
-
-    async def chunks(self, chunk_ids: Sequence[str]) -> list[ChunkHit]:
-        """The chunks with these ids (unknown ids are skipped)."""
-        ...
-
-    async def indexed_doc_ids(self) -> set[str]:
-        """Ids of the documents fully processed."""
-        ...
 
 
 class LightRAGIndex:
@@ -231,6 +167,8 @@ class LightRAGIndex:
         self._extractor = extractor
         self._rag: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._lexical = LexicalIndex()
+        self._extracted_by: dict[str, str] = {}  # document → the extractor that extracted it
 
     # -- lifetime -------------------------------------------------------------------------------
 
@@ -279,7 +217,8 @@ class LightRAGIndex:
             embedding_func_max_async=1,
             default_embedding_timeout=600,
             llm_model_func=llm,
-            llm_model_name="wayfinder-extractor",
+            # LightRAG's extraction cache is partitioned by this name: another extractor misses it
+            llm_model_name=f"wayfinder-extractor:{extractor.name}",
             llm_model_max_async=2,
             default_llm_timeout=600,
             role_llm_configs={role: modest for role in ROLE_NAMES},
@@ -314,7 +253,63 @@ class LightRAGIndex:
         self._mark_embedder()
         self._loop = asyncio.get_running_loop()
         self._open.append(self)
+        try:
+            await self._open_sidecars()
+        except BaseException:
+            await self.__aexit__(None, None, None)
+            raise
         return self
+
+    async def _open_sidecars(self) -> None:
+        """Which extractor extracted each document (documents of an index from before that was
+        recorded count as :data:`LEGACY_EXTRACTOR`'s), and the lexical channel's chunks, rebuilt
+        from the stores when they do not cover exactly the documents the index holds (an index
+        from before the channel, or a run stopped midway)."""
+        held = await self.indexed_doc_ids()
+        try:
+            recorded = json.loads(self._extraction_path.read_text())["extracted_by"]
+        except (OSError, ValueError, KeyError):
+            recorded = {}
+        self._extracted_by = {doc: recorded.get(doc, LEGACY_EXTRACTOR) for doc in held}
+        lexical = LexicalIndex.load(self._lexical_path)
+        if lexical is None or lexical.doc_ids != held:
+            logging.getLogger("wayfinder.index").info("building the lexical channel for %d documents", len(held))
+            lexical = LexicalIndex(await self._lexical_entries(sorted(held)))
+            lexical.save(self._lexical_path)
+        self._lexical = lexical
+
+    @property
+    def _lexical_path(self) -> Path:
+        return self._marker.parent / LEXICAL_FILE
+
+    @property
+    def _extraction_path(self) -> Path:
+        return self._marker.parent / EXTRACTION_FILE
+
+    def _save_sidecars(self) -> None:
+        """What Wayfinder keeps beside LightRAG's storages, written with them."""
+        self._lexical.save(self._lexical_path)
+        tmp = self._extraction_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"extracted_by": self._extracted_by}, sort_keys=True))
+        tmp.replace(self._extraction_path)
+
+    async def _lexical_entries(self, doc_ids: Sequence[str], titles: dict[str, str] | None = None) -> dict[str, LexicalEntry]:
+        """The chunks of these (processed) documents, each preceded by its page's title: from
+        ``titles`` or else the first line of the document."""
+        rag = self._rag
+        statuses = await rag.doc_status.get_by_ids(list(doc_ids)) if doc_ids else []
+        chunk_doc = {
+            cid: (doc_id, (titles or {}).get(doc_id) or _title(status.get("content_summary") or ""))
+            for doc_id, status in zip(doc_ids, statuses, strict=True)
+            if status
+            for cid in status.get("chunks_list") or []
+        }
+        rows = await rag.text_chunks.get_by_ids(list(chunk_doc)) if chunk_doc else []
+        return {
+            cid: LexicalEntry(doc_id, f"{title}\n{row.get('content', '')}")
+            for (cid, (doc_id, title)), row in zip(chunk_doc.items(), rows, strict=True)
+            if row
+        }
 
     @property
     def _where(self) -> str:
@@ -380,6 +375,7 @@ class LightRAGIndex:
             finalize_share_data()  # forget this workspace's in-memory state
             self._rag = None
             self._loop = None
+            self._lexical = LexicalIndex()
 
     def _require_open(self) -> Any:
         if self._rag is None:
@@ -418,6 +414,9 @@ class LightRAGIndex:
                         await rag.ainsert([doc.text for doc in batch], ids=ids, file_paths=ids)
                     except Exception as exc:
                         raise IndexError_(f"LightRAG insert failed: {exc}") from exc
+                    titles = {doc.doc_id: _title(doc.text) for doc in batch}
+                    self._lexical.replace([], await self._lexical_entries(ids, titles))
+                    self._extracted_by.update((doc_id, self._extractor.name) for doc_id in ids)
                 await self._raise_on_failures(ids)
             else:
                 if removals:
@@ -450,6 +449,8 @@ class LightRAGIndex:
             await asyncio.to_thread(self._extractor.prefetch, texts)
 
     async def _unchanged(self, doc: IndexDocument) -> bool:
+        if self._extracted_by.get(doc.doc_id) != self._extractor.name:
+            return False
         status = await self._rag.doc_status.get_by_id(doc.doc_id)
         if not status or status.get("status") != DocStatus.PROCESSED:
             return False
@@ -471,6 +472,9 @@ class LightRAGIndex:
 
     async def _delete(self, doc_ids: Sequence[str]) -> None:
         rag = self._rag
+        self._lexical.replace(doc_ids, {})
+        for doc_id in doc_ids:
+            self._extracted_by.pop(doc_id, None)
         for doc_id in doc_ids:
             if not await rag.doc_status.get_by_id(doc_id):
                 continue  # LightRAG would log a warning for an unknown id
@@ -509,6 +513,8 @@ class LightRAGIndex:
                     logging.getLogger("wayfinder.index").warning("working ahead on the next batch failed", exc_info=True)
             status = [s for s in pending.values() if isinstance(s, DocStatusStorage)]
             data = [s for s in pending.values() if not isinstance(s, DocStatusStorage)]
+            if pending:
+                await asyncio.to_thread(self._save_sidecars)
             for group in (data, status):  # the status only once all the data it vouches for is written
                 results = await asyncio.gather(*(s.index_done_callback() for s in group), return_exceptions=True)
                 failed = [r for r in results if isinstance(r, BaseException)]
@@ -519,6 +525,10 @@ class LightRAGIndex:
                     raise IndexError_(f"LightRAG could not write its storages: {failed[0]}") from failed[0]
 
     # -- reads ----------------------------------------------------------------------------------
+
+    async def outdated_doc_ids(self) -> set[str]:
+        self._require_open()
+        return {doc for doc, extractor in self._extracted_by.items() if extractor != self._extractor.name}
 
     async def indexed_doc_ids(self) -> set[str]:
         rag = self._require_open()
@@ -588,11 +598,31 @@ class LightRAGIndex:
             (f"{a} -> {b}", edges.get((a, b)) or {}, float(row["distance"]))
             for (a, b), row in zip(pairs, relation_rows, strict=True)
         ]
+        lexical_rows = await asyncio.to_thread(self._lexical.search, text, top_k)
+        known = {hit.chunk_id: hit.text for hit in chunk_hits}
+        missing = [cid for cid, _, _ in lexical_rows if cid not in known]
+        known.update((hit.chunk_id, hit.text) for hit in await self.chunks(missing))
+        lexical = [
+            ChunkHit(cid, doc_id, known[cid], rank, score)
+            for rank, (cid, doc_id, score) in enumerate(((c, d, s) for c, d, s in lexical_rows if c in known), start=1)
+        ]
         return RawResults(
             chunks=chunk_hits,
             entities=_graph_hits("entity", entities, entity_sources, doc_of),
             relations=_graph_hits("relation", relations, relation_sources, doc_of),
+            lexical=lexical,
         )
+
+    async def entities_of(self, doc_ids: Sequence[str]) -> list[GraphHit]:
+        rag = self._require_open()
+        rows = await rag.full_entities.get_by_ids(list(doc_ids)) if doc_ids else []
+        names = sorted({name for row in rows if row for name in row.get("entity_names") or []})
+        if not names:
+            return []
+        sources = await self._tracked_chunks(rag.entity_chunks, names)
+        doc_of = await self._doc_of_chunks(sorted(set().union(*sources)))
+        nodes = await rag.chunk_entity_relation_graph.get_nodes_batch(names)
+        return _graph_hits("entity", [(name, nodes.get(name) or {}, 0.0) for name in names], sources, doc_of)
 
     @staticmethod
     async def _nearest(storage: Any, text: str, top_k: int, vector: Any, vdb_id: Callable[[dict[str, Any]], str]) -> list[dict[str, Any]]:
@@ -612,6 +642,28 @@ class LightRAGIndex:
                 cosine = float(found @ query / ((np.linalg.norm(found) * np.linalg.norm(query)) or 1.0))
                 scored.append({**row, "id": row_id, "distance": cosine})
         return scored
+
+    # -- baselines for evaluation runs (never for requests: nothing here is authorized) ----------
+
+    async def plain_lightrag(self, text: str, top_k: int) -> list[str]:
+        """LightRAG on its own: ``aquery_data`` in ``mix`` mode with our keywords and no reranker;
+        the documents of the chunks it returns, in its order. It expands through the graph before
+        anything can be authorized (see :meth:`query`), so the caller authorizes every document
+        before scoring it."""
+        rag = self._require_open()
+        high, low = await asyncio.to_thread(self._extractor.keywords, text)
+        param = QueryParam(mode="mix", top_k=top_k, chunk_top_k=top_k, hl_keywords=high or [text], ll_keywords=low or [text], enable_rerank=False)
+        try:
+            result = await rag.aquery_data(text, param)
+        except Exception as exc:
+            raise IndexError_(f"LightRAG query failed: {exc}") from exc
+        chunks = (result.get("data") or {}).get("chunks") or []
+        return list(dict.fromkeys(c["file_path"] for c in chunks if c.get("file_path")))
+
+    def plain_bm25(self, text: str, top_k: int) -> list[str]:
+        """The lexical channel on its own: documents by their best chunk's BM25 score."""
+        self._require_open()
+        return list(dict.fromkeys(doc for _, doc, _ in self._lexical.search(text, top_k)))
 
     async def graph_evidence(self) -> dict[str, frozenset[str]]:
         """Every entity and relation (``"A -> B"``, both ways) with the documents supporting it,
@@ -652,6 +704,12 @@ class LightRAGIndex:
     async def _doc_of_chunks(self, chunk_ids: list[str]) -> dict[str, str]:
         rows = await self._rag.text_chunks.get_by_ids(chunk_ids) if chunk_ids else []
         return {cid: row["full_doc_id"] for cid, row in zip(chunk_ids, rows, strict=True) if row and row.get("full_doc_id")}
+
+
+def _title(text: str) -> str:
+    """A document's title: its first line, when that is a Markdown heading."""
+    first = text.split("\n", 1)[0]
+    return first.lstrip("#").strip() if first.startswith("#") else ""
 
 
 def _entity_vdb_id(row: dict[str, Any]) -> str:

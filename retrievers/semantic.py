@@ -1,23 +1,27 @@
-"""Authorized semantic search: candidates from three channels, authorized, fused through visible
+"""Authorized semantic search: candidates from four channels, authorized, fused through visible
 paths only.
 
-Relevance is not permission. The index answers three independent similarity searches (chunks by
-the query, entities by its low-level keywords, relations by its high-level keywords) and expands
-nothing. Every document those candidates stand on is authorized in one batch; an entity or relation
-is kept only when every document supporting it is visible (DESIGN.md A4), and only then are its
-chunks fetched. So a hidden page never selects or orders what a caller gets: a term found only in
-hidden pages yields what a term found nowhere yields (the leak suite checks it with canaries).
+Relevance is not permission. The index answers four independent searches (chunks by BM25 over
+their text and page title, chunks by the query's vector, entities by its low-level keywords,
+relations by its high-level keywords) and expands nothing. Every document those candidates stand
+on is authorized in one batch; an entity or relation is kept only when every document supporting
+it is visible (DESIGN.md A4), and only then are its chunks fetched. So a hidden page never selects
+or orders what a caller gets: a term found only in hidden pages yields what a term found nowhere
+yields (the leak suite checks it with canaries).
 
-Ranking is reciprocal-rank fusion of the three channels over visible chunks; a hit names the
-channels that found it. A similarity floor keeps noise out: a query that matches nothing visible
-returns nothing rather than the least bad pages.
+Ranking is weighted reciprocal-rank fusion of whole documents over the channels, plus a second
+hop for multi-hop questions: candidates sharing a specific, fully visible entity with the best
+documents found rank higher. A hit names the channels that found it. A similarity floor keeps
+noise out of the vector channels: a query that matches nothing visible returns nothing rather than
+the least bad pages.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from authz import links, policy
@@ -26,7 +30,7 @@ from core import ids
 from core.errors import InvalidArgument
 from navigator.navigator import Navigator
 from navigator.base import PageSummary
-from retrievers.lightrag_adapter import ChunkHit, GraphHit, RawResults, SemanticIndex
+from retrievers.base import ChunkHit, GraphHit, RawResults, SemanticIndex
 
 MAX_QUERY_CHARS = 2000
 MAX_TOP_K = 50
@@ -56,7 +60,17 @@ _STOPWORDS = frozenset(
     "our should some such than that the their them then there these they this those use used using "
     "was way were what when where which while who why will with would you your".split()
 )
-RRF_K = 60  # reciprocal-rank fusion constant: score = sum over channels of 1 / (RRF_K + rank)
+# Weighted reciprocal-rank fusion of whole documents: score = sum over channels of
+# weight / (RRF_K + the document's rank in that channel). Tuned on the dev sets (Hive, MuSiQue)
+# with `wayfinder eval`: the lexical channel carries identifiers and titles, the others
+# paraphrase and multi-hop structure; a small RRF_K trusts each channel's top ranks.
+RRF_K = 3
+WEIGHTS = {"lexical": 2.0, "vector": 0.5, "entity": 0.5, "relation": 0.5, "bridge": 1.0}
+# The second hop: documents sharing a specific entity (supported by 2..MAX_EVIDENCE_DOCS documents,
+# all visible) with the BRIDGE_SEEDS best documents, among the candidates already found.
+BRIDGE_SEEDS = 2
+# Pages whose shown chunks share this share of their three-word runs are one hit ("also in").
+NEAR_DUPLICATE = 0.8
 
 
 @dataclass(frozen=True)
@@ -71,6 +85,7 @@ class SearchHit:
     chunk_id: str
     score: float
     why: list[str]
+    also_in: list[str]  # near-duplicate pages (the same text elsewhere), ranked lower
 
 
 @dataclass(frozen=True)
@@ -110,12 +125,14 @@ class SemanticRetriever:
         candidate_spaces = sorted({ids.space_id(key) for key in spaces}) if spaces else await self._navigator.space_ids()
         # Every candidate that clears the relevance floor, up to the cap: which of them the caller
         # may see cannot change which visible ones are considered (A4), short of the cap.
-        chunks, graph = _relevant_candidates(await self._index.query(query, self._candidates), query)
+        raw = await self._index.query(query, self._candidates)
+        chunks, graph = _relevant_candidates(raw, query)
+        lexical = raw.lexical
 
         # First round trip: the spaces, every candidate document with its space, and the link
         # targets in entity and relation text. Always at least the spaces, so an unreachable
         # OpenFGA fails the request even when the index found nothing.
-        placed = await self._navigator.placed([c.doc_id for c in chunks] + [d for g in graph for d in sorted(g.doc_ids)])
+        placed = await self._navigator.placed([c.doc_id for c in [*chunks, *lexical]] + [d for g in graph for d in sorted(g.doc_ids)])
         graph_text = [t for g in graph for t in (g.name, _window(g.description, limit))]
         candidates = await policy.pages_in_visible_spaces(
             gate, placed, also=[*candidate_spaces, *links.references_in(graph_text)]
@@ -123,24 +140,28 @@ class SemanticRetriever:
         searchable = await gate.visible(candidate_spaces)  # answered by the batch above
         candidates = {pid: p for pid, p in candidates.items() if p.space_id in searchable}
         chunks = [c for c in chunks if c.doc_id in candidates]
+        lexical = [c for c in lexical if c.doc_id in candidates]
         graph = await _visible_graph(gate, graph, candidates.keys(), limit)
 
         # Only now, through items the caller may see, are further chunks reached.
-        known = {c.chunk_id: c for c in chunks}
+        known = {c.chunk_id: c for c in [*chunks, *lexical]}
         reached = [cid for g in graph for cid in g.chunk_ids if cid not in known]
         expanded = await self._index.chunks(reached) if reached else []
         known.update((c.chunk_id, c) for c in expanded if c.doc_id in candidates)
-        ranked = [(r, known[r.chunk_id]) for r in _best_per_page(_fuse(chunks, graph, known), known)[:top_k]]
+        channels = _channels(chunks, lexical, graph, known)
+        bridges = await self._bridges(gate, _fuse(channels), candidates.keys())
+        if bridges:
+            channels.append(bridges)
+        ranked = [(r, known[r.chunk_id]) for r in _near_duplicates_grouped(_fuse(channels), known)[:top_k]]
 
-        # Second round trip: the breadcrumbs of the hits shown, and the link targets in their
-        # snippets, which lose the targets the caller cannot see (A11).
+        # Second round trip: the breadcrumbs of the hits shown (and of their near-duplicates), and
+        # the link targets in their snippets, which lose the targets the caller cannot see (A11).
         windows = [_chunk_window(chunk, limit) for _, chunk in ranked]
-        summaries = await policy.visible_pages(
-            gate, {chunk.doc_id: candidates[chunk.doc_id] for _, chunk in ranked}, also=links.references_in(windows)
-        )
+        shown = {doc: candidates[doc] for r, _ in ranked for doc in (r.doc_id, *r.also_in)}
+        summaries = await policy.visible_pages(gate, shown, also=links.references_in(windows))
         snippets = await links.redact(gate, windows)
         hits = [
-            _hit(summary, r, _snippet(snippet, limit))
+            _hit(summary, dataclasses.replace(r, also_in=[d for d in r.also_in if d in summaries]), _snippet(snippet, limit))
             for (r, chunk), snippet in zip(ranked, snippets, strict=True)
             if (summary := summaries.get(chunk.doc_id)) is not None
         ]
@@ -151,6 +172,36 @@ class SemanticRetriever:
             entities=[g for g in graph_results if g.kind == "entity"][:graph_limit],
             relations=[g for g in graph_results if g.kind == "relation"][:graph_limit],
         )
+
+
+    async def _bridges(self, gate: Gate, fused: Sequence[_Ranked], visible: Collection[str]) -> _Channel | None:
+        """The second hop of a multi-hop question: candidates that share a specific entity with the
+        best documents found, through entities whose every supporting document is visible (A4).
+        Only candidates already found (and authorized) are ranked here; none is added."""
+        seeds = [r.doc_id for r in fused[:BRIDGE_SEEDS]]
+        if not seeds:
+            return None
+        entities = [e for e in await self._index.entities_of(seeds) if 2 <= len(e.doc_ids) <= MAX_EVIDENCE_DOCS]
+        outside = sorted({d for e in entities for d in e.doc_ids} - set(visible))
+        known = set(visible)
+        if outside:
+            known |= (await policy.pages_in_visible_spaces(gate, await self._navigator.placed(outside))).keys()
+        shown = await _visible_graph(gate, entities, known, 0)
+        chunk_of = {r.doc_id: r.chunk_id for r in fused}
+        scores: dict[str, float] = {}
+        reasons: dict[str, tuple[float, str]] = {}
+        for position, seed in enumerate(seeds, start=1):
+            for entity in shown:
+                if seed not in entity.doc_ids:
+                    continue
+                weight = 1.0 / (math.log(1 + len(entity.doc_ids)) * position)
+                for doc in entity.doc_ids - {seed}:
+                    if doc in chunk_of:
+                        scores[doc] = scores.get(doc, 0.0) + weight
+                        if weight > reasons.get(doc, (0.0, ""))[0]:
+                            reasons[doc] = (weight, f"linked through {entity.name}")
+        ranked = sorted(scores, key=lambda d: (-scores[d], d))
+        return _Channel(WEIGHTS["bridge"], [(d, chunk_of[d], reasons[d][1]) for d in ranked])
 
 
 def _checked(query: str, top_k: int, spaces: Sequence[str] | None, response_format: str) -> str:
@@ -194,6 +245,7 @@ def _hit(summary: PageSummary, ranked: _Ranked, snippet: str) -> SearchHit:
         chunk_id=ranked.chunk_id,
         score=round(ranked.score, 5),
         why=ranked.why,
+        also_in=ranked.also_in,
     )
 
 
@@ -224,43 +276,81 @@ def _relevant(score: float, text: str, terms: set[str], floor: float, floor_with
     return score >= floor and bool(terms & _terms(text))
 
 
+@dataclass(frozen=True)
+class _Channel:
+    """One channel's documents, best first: (document, its chunk that ranked, why)."""
+
+    weight: float
+    ranking: list[tuple[str, str, str]]
+
+
 @dataclass
 class _Ranked:
+    doc_id: str
     chunk_id: str
     score: float = 0.0
     why: list[str] = field(default_factory=list)
+    best: float = 0.0  # the largest single channel's credit, whose chunk is shown
+    also_in: list[str] = field(default_factory=list)  # near-duplicates grouped under this one
 
 
-def _fuse(chunks: Sequence[ChunkHit], graph: Sequence[GraphHit], known: dict[str, ChunkHit]) -> list[_Ranked]:
-    """Reciprocal-rank fusion of the chunk, entity and relation channels, over ``known`` chunks."""
-    fused: dict[str, _Ranked] = {}
+def _channels(chunks: Sequence[ChunkHit], lexical: Sequence[ChunkHit], graph: Sequence[GraphHit], known: dict[str, ChunkHit]) -> list[_Channel]:
+    """The visible candidates as one document ranking per channel."""
 
-    def credit(chunk_id: str, rank: int, reason: str) -> None:
-        entry = fused.setdefault(chunk_id, _Ranked(chunk_id))
-        entry.score += 1.0 / (RRF_K + rank)
-        if reason not in entry.why and len(entry.why) < 4:
-            entry.why.append(reason)
+    def ranking(found: Iterable[tuple[str, str]]) -> list[tuple[str, str, str]]:
+        seen: dict[str, tuple[str, str, str]] = {}
+        for chunk_id, reason in found:
+            doc = known[chunk_id].doc_id if chunk_id in known else None
+            if doc is not None and doc not in seen:
+                seen[doc] = (doc, chunk_id, reason)
+        return list(seen.values())
 
-    for rank, chunk in enumerate(sorted(chunks, key=lambda c: -c.score), start=1):
-        credit(chunk.chunk_id, rank, "text similarity")
-    for kind in ("entity", "relation"):
+    def by_item(kind: str) -> list[tuple[str, str]]:
         items = sorted((g for g in graph if g.kind == kind), key=lambda g: -g.score)
-        for rank, item in enumerate(items, start=1):
-            for chunk_id in item.chunk_ids:
-                if chunk_id in known:
-                    credit(chunk_id, rank, f"{kind} {item.name}")
-    return sorted(fused.values(), key=lambda r: (-r.score, r.chunk_id))
+        return [(cid, f"{kind} {item.name}") for item in items for cid in item.chunk_ids]
+
+    return [
+        _Channel(WEIGHTS["lexical"], ranking((c.chunk_id, "keywords") for c in sorted(lexical, key=lambda c: -c.score))),
+        _Channel(WEIGHTS["vector"], ranking((c.chunk_id, "text similarity") for c in sorted(chunks, key=lambda c: -c.score))),
+        _Channel(WEIGHTS["entity"], ranking(by_item("entity"))),
+        _Channel(WEIGHTS["relation"], ranking(by_item("relation"))),
+    ]
 
 
-def _best_per_page(ranked: list[_Ranked], known: dict[str, ChunkHit]) -> list[_Ranked]:
-    seen: set[str] = set()
-    best = []
+def _fuse(channels: Sequence[_Channel]) -> list[_Ranked]:
+    """Weighted reciprocal-rank fusion of the channels, one entry per document, best first."""
+    fused: dict[str, _Ranked] = {}
+    for channel in channels:
+        for rank, (doc, chunk_id, reason) in enumerate(channel.ranking, start=1):
+            credit = channel.weight / (RRF_K + rank)
+            entry = fused.setdefault(doc, _Ranked(doc, chunk_id))
+            entry.score += credit
+            if credit > entry.best:
+                entry.best, entry.chunk_id = credit, chunk_id
+            if reason not in entry.why and len(entry.why) < 4:
+                entry.why.append(reason)
+    return sorted(fused.values(), key=lambda r: (-r.score, r.doc_id))
+
+
+def _near_duplicates_grouped(ranked: Sequence[_Ranked], known: dict[str, ChunkHit]) -> list[_Ranked]:
+    """The ranking with each page whose shown chunk nearly repeats that of a better-ranked page
+    (a copy in another version's tree, a page moved and kept) folded into that page's ``also_in``."""
+    kept: list[tuple[_Ranked, set[int]]] = []
     for entry in ranked:
-        doc = known[entry.chunk_id].doc_id
-        if doc not in seen:
-            seen.add(doc)
-            best.append(entry)
-    return best
+        shingles = _shingles(known[entry.chunk_id].text)
+        for canonical, seen in kept:
+            if shingles and len(shingles & seen) >= NEAR_DUPLICATE * len(shingles | seen):
+                canonical.also_in.append(entry.doc_id)
+                break
+        else:
+            kept.append((dataclasses.replace(entry, also_in=[]), shingles))
+    return [entry for entry, _ in kept]
+
+
+def _shingles(text: str) -> set[int]:
+    """Hashes of the text's runs of three words, case and punctuation aside."""
+    words = [w.casefold() for w in _WORD.findall(text)]
+    return {hash(tuple(words[i : i + 3])) for i in range(max(len(words) - 2, 0))}
 
 
 def _window(text: str, limit: int) -> str:

@@ -47,7 +47,12 @@ class Embedder(Protocol):
 
 @runtime_checkable
 class Extractor(Protocol):
-    """Finds entities and relations in text, and search keywords in a query."""
+    """Finds entities and relations in text, and search keywords in a query.
+
+    ``name`` identifies the model and the version of its method: an index re-extracts documents
+    extracted under another name."""
+
+    name: str
 
     def extract(self, text: str) -> Extraction:
         """Entities and relations stated in ``text``."""

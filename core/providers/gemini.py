@@ -195,6 +195,7 @@ class GeminiExtractor:
     """Entities, relations and query keywords by a Gemini model with structured output."""
 
     def __init__(self, settings: GeminiSettings, usage: Usage | None = None) -> None:
+        self.name = f"gemini:{settings.extraction_model}"
         self._gemini = _Gemini(settings, usage, "extraction")
         self._ahead: Ahead[Extraction] = Ahead(
             lambda: ThreadPoolExecutor(settings.max_concurrency, thread_name_prefix="gemini-extract"), self._extract

@@ -16,9 +16,9 @@ from pathlib import Path
 
 from devstack.atlassian.hive import account_id
 from devstack.atlassian.site import Site
+from evals.datasets import MUSIQUE_FIRST_ID as FIRST_ID
 
 SPACE_KEY = "MUSIQUE"
-FIRST_ID = 900_000_001  # far above the Hive space's real page ids
 
 
 def seed_musique(site: Site, corpus_file: Path) -> int:

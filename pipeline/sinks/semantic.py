@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.models import Page
-from retrievers.lightrag_adapter import IndexDocument, SemanticIndex
+from retrievers.base import IndexDocument, SemanticIndex
 
 
 @dataclass(frozen=True)
@@ -57,8 +57,10 @@ async def sync_index(
     batch while it writes this one); the manifest follows each batch the index reports done."""
     held = manifest.load()
     indexed = await index.indexed_doc_ids()
-    # A doc the manifest lists but the index lost (interrupted run) is redone.
-    held = {doc: digest for doc, digest in held.items() if doc in indexed}
+    # A doc the manifest lists but the index lost (interrupted run), or one another extractor
+    # extracted, is redone.
+    outdated = await index.outdated_doc_ids()
+    held = {doc: digest for doc, digest in held.items() if doc in indexed and doc not in outdated}
     wanted = {page.id: (page, _digest(index_text(page))) for page in pages}
     stale = sorted(indexed - set(wanted))  # what the index holds and the source no longer has
     held = {doc: digest for doc, digest in held.items() if doc not in stale}

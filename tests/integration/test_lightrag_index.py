@@ -15,7 +15,8 @@ import pytest
 from core.errors import ConfigurationError, InvalidArgument
 from core.providers.local import LocalEmbedder, LocalExtractor
 from core.settings import LightRAGSettings
-from retrievers.lightrag_adapter import Engines, IndexDocument, LightRAGIndex, SemanticIndex
+from retrievers.lightrag_adapter import Engines, LightRAGIndex
+from retrievers.base import IndexDocument, SemanticIndex
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

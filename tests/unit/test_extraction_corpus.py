@@ -21,13 +21,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from core.providers.local import (
-    COMPLETION_DELIMITER,
-    TUPLE_DELIMITER,
-    LocalExtractor,
-    RegexTokenizer,
-    render_extraction,
-)
+from core.providers.local import LocalExtractor, RegexTokenizer
+from retrievers.lightrag_records import COMPLETION_DELIMITER, TUPLE_DELIMITER, render_extraction
 
 from tests.conftest import CORPUS  # noqa: E402
 CHUNK_TOKENS = 800  # core.settings defaults the adapter passes to LightRAG

@@ -6,7 +6,7 @@ import pytest
 
 from core.errors import InvalidArgument
 from retrievers.fake_index import FakeSemanticIndex
-from retrievers.lightrag_adapter import IndexDocument, SemanticIndex
+from retrievers.base import IndexDocument, SemanticIndex
 
 DOCS = [
     IndexDocument("page:1", "Apache Hive uses HiveServer2 for JDBC."),

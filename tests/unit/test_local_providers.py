@@ -10,16 +10,8 @@ import pytest
 
 from core.errors import ConfigurationError
 from core.providers.base import Embedder, Extraction, Extractor
-from core.providers.local import (
-    COMPLETION_DELIMITER,
-    TUPLE_DELIMITER,
-    LocalEmbedder,
-    LocalExtractor,
-    RegexTokenizer,
-    _clean_name,
-    local_llm_func,
-    render_extraction,
-)
+from core.providers.local import LocalEmbedder, LocalExtractor, RegexTokenizer, _clean_name
+from retrievers.lightrag_records import COMPLETION_DELIMITER, TUPLE_DELIMITER, local_llm_func, render_extraction
 
 SAMPLE = (
     "Apache Hive uses HiveServer2 to serve JDBC clients. "
@@ -149,8 +141,10 @@ async def test_hostile_fields_parse_back_intact(caplog: pytest.LogCaptureFixture
 
 def test_record_words_are_not_entity_names(extractor: LocalExtractor) -> None:
     text = "J is the relation representing Join output and R1 is the relation involved."
-    names = {name for name, _type, _desc in extractor.extract(text).entities}
-    assert "relation" not in names and "Relation" in names  # "<|#|>relation<|#|>" splits a record
+    rendered = render_extraction(extractor.extract(text))
+    d = TUPLE_DELIMITER
+    assert f"{d}relation{d}" not in rendered
+    assert f"entity{d}Relation{d}" in rendered  # "<|#|>relation<|#|>" would split a record
 
 
 async def test_llm_func_answers_extraction_prompt(extractor: LocalExtractor) -> None:

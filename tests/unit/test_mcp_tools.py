@@ -16,7 +16,7 @@ from mcp_app.server import Services, create_server
 from navigator.fake import FakeNavigatorStore
 from navigator.navigator import Navigator
 from retrievers.fake_index import FakeSemanticIndex
-from retrievers.lightrag_adapter import IndexDocument
+from retrievers.base import IndexDocument
 from retrievers.semantic import SemanticRetriever
 
 SPACE = Space(key="S", name="Space", url="u")
@@ -107,7 +107,7 @@ async def test_a_user_without_spaces_gets_nothing_in_one_round_trip():
 
 
 async def test_entities_backed_by_too_many_documents_are_left_out_unchecked():
-    from retrievers.lightrag_adapter import GraphHit, RawResults
+    from retrievers.base import GraphHit, RawResults
     from retrievers.semantic import MAX_EVIDENCE_DOCS
 
     class HubIndex:

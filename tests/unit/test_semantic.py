@@ -12,7 +12,7 @@ from core.models import Page, Principal, Space
 from navigator.fake import FakeNavigatorStore
 from navigator.navigator import Navigator
 from retrievers.fake_index import FakeSemanticIndex
-from retrievers.lightrag_adapter import IndexDocument
+from retrievers.base import IndexDocument
 from retrievers.semantic import SemanticRetriever
 
 SPACE = Space(key="S", name="Space", url="u")
@@ -80,16 +80,19 @@ class Scored:
         self._chunks = chunks
 
     async def query(self, text, top_k):
-        from retrievers.lightrag_adapter import RawResults
+        from retrievers.base import RawResults
 
         return RawResults(chunks=self._chunks, entities=[], relations=[])
 
     async def chunks(self, chunk_ids):
         return []
 
+    async def entities_of(self, doc_ids):
+        return []
+
 
 async def test_a_weak_match_needs_a_shared_word_and_a_strong_one_does_not():
-    from retrievers.lightrag_adapter import ChunkHit
+    from retrievers.base import ChunkHit
 
     store = FakeNavigatorStore()
     pages = [Page(page_id=n, space_key="S", title=f"T{n}", parent_id=None, position=int(n), url="u", markdown="") for n in "123"]
@@ -108,7 +111,7 @@ async def test_a_weak_match_needs_a_shared_word_and_a_strong_one_does_not():
 
 
 async def test_an_entity_whose_name_points_at_a_hidden_page_is_never_named():
-    from retrievers.lightrag_adapter import ChunkHit, GraphHit, RawResults
+    from retrievers.base import ChunkHit, GraphHit, RawResults
 
     class Junk(Scored):
         async def query(self, text, top_k):
@@ -126,7 +129,7 @@ async def test_an_entity_whose_name_points_at_a_hidden_page_is_never_named():
 
 
 def test_a_chunk_cut_inside_a_reference_shows_no_part_of_the_id():
-    from retrievers.lightrag_adapter import ChunkHit
+    from retrievers.base import ChunkHit
     from retrievers.semantic import _chunk_window
 
     cut = ChunkHit("c", "page:1", ":27362075 for the design of page:2736", 1)
@@ -162,3 +165,58 @@ async def test_a_missing_space_and_a_hidden_one_answer_alike_and_both_are_checke
     for key in ("S", "NOPE"):
         with pytest.raises(AuthorizationUnavailable):
             await semantic.search(Gate(FakeAuthorizer(unavailable=True), Principal(user="carol")), "Metastore", spaces=[key])
+
+
+async def test_an_identifier_is_found_by_its_keywords_and_the_hit_says_so():
+    result, _ = await search("where is zorblax migrated", "page:1", "page:2", "page:3")
+    assert result.hits[0].id == "page:2"
+    assert "keywords" in result.hits[0].why
+
+
+async def bridged(*visible: str):
+    """Page 1 answers the first hop; page 2 (the second hop) shares the entity Velmora with it, and
+    so does page 4."""
+    store = FakeNavigatorStore()
+    texts = {
+        "1": "Quintor founded the town of Velmora.",
+        "2": "Velmora has a harbour and a population of nine thousand.",
+        "3": "The population census counts every harbour town.",
+        "4": "Velmora appears in the old maps.",
+    }
+    pages = [Page(page_id=n, space_key="S", title=f"T{n}", parent_id=None, position=int(n), url="u", markdown=t) for n, t in texts.items()]
+    await store.sync_space(SPACE, pages)
+    index = FakeSemanticIndex()
+    await index.upsert([IndexDocument(p.id, p.markdown) for p in pages])
+    semantic = SemanticRetriever(index, Navigator(store), candidates=40)
+    return await semantic.search(bob(*visible), "population of the town Quintor founded"), index
+
+
+async def test_the_second_hop_is_reached_through_an_entity_the_best_hits_share():
+    result, index = await bridged("page:1", "page:2", "page:3", "page:4")
+    why = {h.id: h.why for h in result.hits}
+    assert "linked through Velmora" in why["page:2"]
+    assert [h.id for h in result.hits][:2] == ["page:1", "page:2"]
+    seeds = [arg for method, arg in index.calls if method == "entities_of"]
+    assert seeds and all(set(s) <= {"page:1", "page:2", "page:3"} for s in seeds)
+
+
+async def test_no_second_hop_through_an_entity_a_hidden_page_supports():
+    result, _ = await bridged("page:1", "page:2", "page:3")
+    assert all(not reason.startswith("linked through") for h in result.hits for reason in h.why)
+    assert "page:4" not in {h.id for h in result.hits}
+
+
+async def test_near_duplicate_pages_are_one_hit_and_a_hidden_copy_is_never_named():
+    store = FakeNavigatorStore()
+    copy = "Compaction merges the delta files of an ACID table into a new base file, once enough deltas pile up."
+    texts = {"1": copy, "2": copy + " (Hive 4)", "3": copy, "4": "Compaction thresholds are set per table."}
+    pages = [Page(page_id=n, space_key="S", title=f"T{n}", parent_id=None, position=int(n), url="u", markdown=t) for n, t in texts.items()]
+    await store.sync_space(SPACE, pages)
+    index = FakeSemanticIndex()
+    await index.upsert([IndexDocument(p.id, p.markdown) for p in pages])
+    result = await SemanticRetriever(index, Navigator(store), candidates=40).search(bob("page:1", "page:2", "page:4"), "compaction delta files")
+    ids = [h.id for h in result.hits]
+    assert "page:4" in ids and len([i for i in ids if i in {"page:1", "page:2"}]) == 1
+    (canonical,) = [h for h in result.hits if h.id in {"page:1", "page:2"}]
+    assert canonical.also_in == [({"page:1", "page:2"} - {canonical.id}).pop()]
+    assert all("page:3" not in h.also_in and h.id != "page:3" for h in result.hits)

@@ -1,0 +1,91 @@
+"""What the semantic index takes and answers, whatever engine is behind it: documents in,
+unauthorized candidates out (the caller authorizes every document before using anything)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+
+@dataclass(frozen=True)
+class IndexDocument:
+    """One document to index. ``doc_id`` is unique (e.g. ``page:27362069``)."""
+
+    doc_id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class ChunkHit:
+    """A chunk of one document. ``score`` is its similarity to the query (0 when fetched by id)."""
+
+    chunk_id: str
+    doc_id: str
+    text: str
+    rank: int
+    score: float = 0.0
+
+
+@dataclass(frozen=True)
+class GraphHit:
+    """An entity (``name`` is the entity) or relation (``name`` is ``"A -> B"``).
+
+    ``doc_ids`` holds every document supporting it and ``chunk_ids`` every supporting chunk; all
+    documents must be authorized before the hit, its text or its chunks are used.
+    """
+
+    kind: Literal["entity", "relation"]
+    name: str
+    description: str
+    doc_ids: frozenset[str]
+    rank: int
+    chunk_ids: tuple[str, ...] = ()
+    score: float = 0.0
+
+
+@dataclass(frozen=True)
+class RawResults:
+    chunks: list[ChunkHit]
+    entities: list[GraphHit]
+    relations: list[GraphHit]
+    lexical: list[ChunkHit] = field(default_factory=list)  # BM25 score in ``score``
+
+
+class SemanticIndex(Protocol):
+    """Documents in, unauthorized candidates out: each channel searched on its own, nothing
+    expanded through the graph (the caller expands through the items it may see)."""
+
+    async def upsert(
+        self, docs: Sequence[IndexDocument], on_progress: Callable[[int], None] | None = None, *, remove: Sequence[str] = ()
+    ) -> None:
+        """Index ``docs``, replacing earlier versions; ``on_progress(n_done)`` after each batch.
+        ``remove`` names documents to delete in the same pass (the stores are written once for
+        both); they are gone by the first ``on_progress``."""
+        ...
+
+    async def delete(self, doc_ids: Sequence[str]) -> None:
+        """Remove documents and everything only they support. Unknown ids are ignored."""
+        ...
+
+    async def query(self, text: str, top_k: int) -> RawResults:
+        """Up to ``top_k`` chunks, entities and relations each by similarity to ``text``, first the
+        entities ``text`` names exactly, and up to ``top_k`` chunks by BM25."""
+        ...
+
+    async def entities_of(self, doc_ids: Sequence[str]) -> list[GraphHit]:
+        """The entities extracted from these documents, each with every document supporting it."""
+        ...
+
+    async def chunks(self, chunk_ids: Sequence[str]) -> list[ChunkHit]:
+        """The chunks with these ids (unknown ids are skipped)."""
+        ...
+
+    async def indexed_doc_ids(self) -> set[str]:
+        """Ids of the documents fully processed."""
+        ...
+
+    async def outdated_doc_ids(self) -> set[str]:
+        """Ids of processed documents extracted by another extractor than the configured one:
+        indexing them again re-extracts them."""
+        ...

@@ -1,0 +1,93 @@
+"""The lexical channel: BM25 (``bm25s``, English stemming and stopwords) over the chunks of the
+semantic index, each chunk preceded by its page's title, so a title match counts in every chunk of
+the page.
+
+Engineers ask with exact identifiers (property names, commands, error text); embeddings blur them,
+BM25 does not. The chunks and their documents are kept in one JSON file beside the index; the BM25
+matrix is built from it in memory when first searched after a change (a few seconds for tens of
+thousands of chunks).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import bm25s
+import numpy as np
+import Stemmer
+
+_STEMMER = Stemmer.Stemmer("english")
+
+
+@dataclass(frozen=True)
+class LexicalEntry:
+    doc_id: str
+    text: str  # the page title, a line break, the chunk
+
+
+def _tokens(texts: list[str]) -> list[list[str]]:
+    return bm25s.tokenize(texts, stopwords="en", stemmer=_STEMMER, return_ids=False, show_progress=False)
+
+
+class LexicalIndex:
+    """Chunk id → (document, text), searchable with BM25. Not safe for concurrent writers."""
+
+    def __init__(self, entries: Mapping[str, LexicalEntry] | None = None) -> None:
+        self._entries: dict[str, LexicalEntry] = dict(entries or {})
+        self._model: bm25s.BM25 | None = None
+        self._order: list[str] = []
+
+    # -- contents ---------------------------------------------------------------------------------
+
+    @property
+    def doc_ids(self) -> set[str]:
+        return {entry.doc_id for entry in self._entries.values()}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def replace(self, removed: Iterable[str], added: Mapping[str, LexicalEntry]) -> None:
+        """Drop every chunk of the ``removed`` documents, then add ``added``."""
+        gone = set(removed)
+        self._entries = {cid: e for cid, e in self._entries.items() if e.doc_id not in gone}
+        self._entries.update(added)
+        self._model = None
+
+    @classmethod
+    def load(cls, path: Path) -> LexicalIndex | None:
+        """The index saved at ``path``, or None when there is none (or it cannot be read)."""
+        try:
+            raw = json.loads(path.read_text())
+            return cls({cid: LexicalEntry(doc, text) for cid, (doc, text) in raw["chunks"].items()})
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def save(self, path: Path) -> None:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"chunks": {cid: [e.doc_id, e.text] for cid, e in self._entries.items()}}))
+        tmp.replace(path)
+
+    # -- search -----------------------------------------------------------------------------------
+
+    def search(self, query: str, k: int) -> list[tuple[str, str, float]]:
+        """Up to ``k`` (chunk id, document, BM25 score) with a score above zero, best first."""
+        terms = _tokens([query])[0]
+        if not terms or not self._entries:
+            return []
+        model = self._built()
+        scores = model.get_scores(terms)
+        k = min(k, len(scores))
+        top = np.argpartition(-scores, k - 1)[:k]
+        ranked = sorted(((float(scores[i]), self._order[i]) for i in top if scores[i] > 0), key=lambda s: (-s[0], s[1]))
+        return [(cid, self._entries[cid].doc_id, score) for score, cid in ranked]
+
+    def _built(self) -> bm25s.BM25:
+        if self._model is None:
+            self._order = sorted(self._entries)
+            model = bm25s.BM25()
+            model.index(_tokens([self._entries[cid].text for cid in self._order]), show_progress=False)
+            self._model = model
+        return self._model
