@@ -54,6 +54,64 @@ _NER_TYPES = {
 _NAME_STRIP = " \t\"'`*_()[]{}<>:;,.!?#|=~-•·◦▪‣"  # list bullets too: "• Hive" is Hive
 _WORD = re.compile(r"\s*(?:\w+|[^\w\s])|\s+")
 
+# What is not prose in the Markdown a page becomes: fenced code, formulas, images, link targets
+# (pages, URLs, anchors), attachment ids, Markdown escapes. A chunk may start or end inside a link,
+# so the leftovers of one ("Label](page:123", "[Label") are removed too.
+_FENCE_LINE = re.compile(r"^[ \t]*(?:```|~~~)(.*)$", re.M)
+_FORMULA = re.compile(r"\$\$.+?\$\$|\\\(.+?\\\)|\\\[.+?\\\]", re.S)
+_IMAGE = re.compile(r"!\[[^\]\n]*\]\([^)\s]*(?:\s+\"[^\"]*\")?\)")
+_LINK = re.compile(r"\[([^\]\n]*)\]\([^)\s]*(?:\s+\"[^\"]*\")?\)")
+_LINK_TAIL = re.compile(r"\]\([^)\s]*\)?")
+_REFERENCE = re.compile(r"(?:https?|ftp)://\S+|\b(?:page|image|space):\S+|\batt\d+\b|\]\(")
+_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|<>~])")
+_INLINE_CODE = re.compile(r"`+([^`\n]*)`+")
+
+
+def _outside_code(text: str) -> str:
+    """``text`` without its fenced code blocks. A chunk cut from a longer page may start inside a
+    block, which turns every fence line it holds from an opening into a closing one and back: when
+    its first fence names no language (an opening one may; a closing one never does), both readings
+    are weighed and the one whose removed part reads least like prose wins."""
+    fences = list(_FENCE_LINE.finditer(text))
+    if not fences:
+        return text
+    bounds = [0, *(edge for f in fences for edge in (f.start(), f.end())), len(text)]
+    segments = [text[bounds[n] : bounds[n + 1]] for n in range(0, len(bounds), 2)]
+    readings = [segments[0::2], segments[1::2]]  # outside code from the start, or starting inside
+    if fences[0].group(1).strip():
+        return "\n".join(readings[0])
+
+    def contrast(kept: int) -> float:
+        return _prose_share("\n".join(readings[kept])) - _prose_share("\n".join(readings[1 - kept]))
+
+    return "\n".join(readings[max((0, 1), key=contrast)])
+
+
+def _prose_share(text: str) -> float:
+    """The share of ``text``'s non-empty lines that read as prose: six words or more, ending in
+    sentence punctuation or not ending in code punctuation."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return 0.0
+    prose_lines = [line for line in lines if len(line.split()) >= 6 and not line.endswith((";", "{", "}", ")", ","))]
+    return len(prose_lines) / len(lines)
+
+
+def prose(markdown: str) -> str:
+    """The prose of a Markdown text: what entities are extracted from. Inline code of one word
+    keeps it (identifiers are entities: ``hive.exec.parallel``); longer inline code (a query, a
+    command), code blocks, formulas, images (their alt text describes them, or quotes the text
+    around them) and every link target go."""
+    text = _outside_code(markdown)
+    text = _FORMULA.sub(" ", text)
+    text = _IMAGE.sub(" ", text)
+    text = _LINK.sub(lambda m: m.group(1), text)
+    text = _LINK_TAIL.sub("", text)
+    text = _REFERENCE.sub(" ", text)
+    text = _ESCAPE.sub(r"\1", text)
+    text = _INLINE_CODE.sub(lambda m: m.group(1) if len(m.group(1).split()) == 1 else " ", text)
+    return text.replace("[", " ").replace("]", " ")
+
 # Caps per chunk: relation vectors dominate index time and memory. On 30 Hive pages, 40/60/6 indexed
 # at 0.51 docs/s and 20/20/4 at 0.77 docs/s, with page recall@5 on the dev questions 15/15 vs 14/15.
 MAX_ENTITIES = 20
@@ -128,9 +186,12 @@ class LocalExtractor:
     ``keywords`` (query time) always runs in this process. The results are the same either way.
     Workers are spawned, so a program that indexes must guard its entry point with
     ``if __name__ == "__main__"`` (``wayfinder`` and ``python -m cli`` do).
+
+    Entities come from the prose of the Markdown (:func:`prose`): link targets, code blocks,
+    formulas and Markdown escapes are gone before any model reads it.
     """
 
-    name = "local-1"  # bumped whenever what `extract` returns changes: indexes re-extract their documents
+    name = "local-2"  # bumped whenever what `extract` returns changes: indexes re-extract their documents
 
     def __init__(self, key_phrases: int = 8, workers: int = 0) -> None:
         self._key_phrases = key_phrases
@@ -205,7 +266,14 @@ class LocalExtractor:
 
     @staticmethod
     def _valid(name: str) -> bool:
-        return len(name) >= 2 and not name.replace(".", "").isdigit() and not any(c in name for c in "<>|\n`")
+        return (
+            len(name) >= 2
+            and not name.replace(".", "").isdigit()
+            and not any(c in name for c in "<>|\n`\\$")
+            and name.count("(") == name.count(")")
+            and name.count("[") == name.count("]")
+            and not _REFERENCE.search(name)
+        )
 
     # -- public ---------------------------------------------------------------------------------
 
@@ -228,7 +296,7 @@ class LocalExtractor:
 
     def _analyse(self, text: str) -> tuple[Extraction, list[str]]:
         """The extraction and the noun phrases of ``text``."""
-        doc = self._spacy()(text)
+        doc = self._spacy()(prose(text))
         noun_phrases = [] if _HANGUL.search(text) else [
             _clean_name(chunk.text) for chunk in doc.noun_chunks if chunk.root.pos_ != "PRON"
         ]
