@@ -65,6 +65,7 @@ _LINK_TAIL = re.compile(r"\]\([^)\s]*\)?")
 _REFERENCE = re.compile(r"(?:https?|ftp)://\S+|\b(?:page|image|space):\S+|\batt\d+\b|\]\(")
 _ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|<>~])")
 _INLINE_CODE = re.compile(r"`+([^`\n]*)`+")
+_PAGE_LINK = re.compile(r"(?<!!)\[([^\]\n]+)\]\(page:\d+[^)\s]*\)")
 
 
 def _outside_code(text: str) -> str:
@@ -188,10 +189,11 @@ class LocalExtractor:
     ``if __name__ == "__main__"`` (``wayfinder`` and ``python -m cli`` do).
 
     Entities come from the prose of the Markdown (:func:`prose`): link targets, code blocks,
-    formulas and Markdown escapes are gone before any model reads it.
+    formulas and Markdown escapes are gone before any model reads it. The label of a link to
+    another page is an entity of the sentences that hold it (the page it names).
     """
 
-    name = "local-2"  # bumped whenever what `extract` returns changes: indexes re-extract their documents
+    name = "local-3"  # bumped whenever what `extract` returns changes: indexes re-extract their documents
 
     def __init__(self, key_phrases: int = 8, workers: int = 0) -> None:
         self._key_phrases = key_phrases
@@ -296,7 +298,10 @@ class LocalExtractor:
 
     def _analyse(self, text: str) -> tuple[Extraction, list[str]]:
         """The extraction and the noun phrases of ``text``."""
-        doc = self._spacy()(prose(text))
+        plain = prose(text)
+        # A link to another page names it: its label is an entity wherever the chunk links there.
+        linked = list(dict.fromkeys(label for label in (_clean_name(m.group(1)) for m in _PAGE_LINK.finditer(text)) if label))
+        doc = self._spacy()(plain)
         noun_phrases = [] if _HANGUL.search(text) else [
             _clean_name(chunk.text) for chunk in doc.noun_chunks if chunk.root.pos_ != "PRON"
         ]
@@ -318,6 +323,9 @@ class LocalExtractor:
 
         for sentence in sentences:
             keys: list[str] = []
+            for label in linked:
+                if label.casefold() in sentence.text.casefold():
+                    note(label, "page", sentence.text, keys)
             for name, kind in self._mentions(sentence):
                 note(name, kind, sentence.text, keys)
             english_verb = sentence.root.pos_ in ("VERB", "AUX") and not _HANGUL.search(sentence.text)
@@ -330,7 +338,7 @@ class LocalExtractor:
             # yake scores phrases well but also proposes verb phrases ("serve JDBC"); keep only
             # those that spaCy parses as a noun phrase.
             known_phrases = {phrase.casefold() for phrase in noun_phrases}
-            for phrase in self._yake(text, self._key_phrases):
+            for phrase in self._yake(plain, self._key_phrases):
                 if phrase.casefold() in names or phrase.casefold() not in known_phrases:
                     continue
                 for sentence_text, keys, _verb in per_sentence:

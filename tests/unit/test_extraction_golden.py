@@ -52,3 +52,11 @@ def test_prose_keeps_link_labels_and_identifiers_and_drops_the_rest() -> None:
 def test_a_chunk_that_starts_inside_a_code_block_loses_that_code() -> None:
     chunk = "       GROUP BY key) tmp1\nJOIN t2 ON (tmp1.key = t2.key);\n```\n\nThis plan uses three MapReduce jobs to evaluate this query today.\n\n```\nSELECT * FROM t3;\n```\nMore prose follows here about the optimizer and its plans."
     assert prose(chunk).split() == "This plan uses three MapReduce jobs to evaluate this query today. More prose follows here about the optimizer and its plans.".split()
+
+
+def test_the_label_of_a_link_to_a_page_names_an_entity() -> None:
+    extraction = LocalExtractor().extract("For the REST calls see [WebHCat Reference](page:34015762) and [the guide](https://example.org/g).")
+    kinds = {name: kind for name, kind, _ in extraction.entities}
+    assert kinds["WebHCat Reference"] == "page"
+    assert "guide" not in kinds or kinds["guide"] != "page"
+    assert not [name for name in kinds if "page:" in name or "](" in name]
