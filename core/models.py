@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from core import ids
@@ -33,6 +35,8 @@ class Page(Frozen):
     url: str
     markdown: str
     links: tuple[str, ...] = Field((), description="Bare ids of the pages its text links to (graph edges).")
+    labels: tuple[str, ...] = Field((), description="Its Confluence labels, as of its converted version.")
+    updated_at: datetime | None = Field(None, description="When its current version was saved (UTC).")
 
     @property
     def id(self) -> str:

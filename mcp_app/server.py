@@ -9,6 +9,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastmcp import Context, FastMCP
@@ -124,6 +125,12 @@ def create_server(
             list[Annotated[str, Field(max_length=64)]] | None,
             Field(max_length=50, description="Only these space keys, e.g. ['HIVE']."),
         ] = None,
+        labels: Annotated[
+            list[Annotated[str, Field(max_length=255)]] | None,
+            Field(max_length=20, description="Only pages with any of these labels."),
+        ] = None,
+        updated_after: Annotated[datetime | None, Field(description="Only pages saved after this time (ISO 8601; UTC if no zone).")] = None,
+        kinds: Annotated[list[Literal["page", "issue"]] | None, Field(max_length=2, description="Only these kinds.")] = None,
         top_k: Annotated[int, Field(ge=1, le=50, description="Number of page hits.")] = 10,
         response_format: Literal["concise", "detailed"] = "concise",
     ) -> dict[str, Any]:
@@ -131,7 +138,10 @@ def create_server(
         text are listed in its also_in), plus related entities and relations with the ids of the
         pages they come from. Use fetch to read a hit."""
         async with request(ctx, "search") as (opened, gate, result):
-            found = await opened.semantic.search(gate, query, top_k=top_k, spaces=spaces, response_format=response_format)
+            found = await opened.semantic.search(
+                gate, query, top_k=top_k, spaces=spaces, labels=labels, updated_after=updated_after, kinds=kinds,
+                response_format=response_format,
+            )
             result.update(notice=UNTRUSTED_NOTICE, **dataclasses.asdict(found))
         return result
 

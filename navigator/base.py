@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Protocol
 
 from core.models import Image, Page, Space
@@ -22,6 +23,8 @@ class PageSummary:
     url: str
     space_id: str
     ancestors: tuple[Crumb, ...] = ()  # root first, parent last
+    labels: tuple[str, ...] = ()
+    updated_at: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,8 @@ MERGE_PAGES = """
 UNWIND $pages AS row
 MATCH (s:Space {id: row.space_id})
 MERGE (p:Page {id: row.id})
-SET p.title = row.title, p.url = row.url, p.markdown = row.markdown, p.space_id = row.space_id, p.digest = row.digest
+SET p.title = row.title, p.url = row.url, p.markdown = row.markdown, p.space_id = row.space_id, p.digest = row.digest,
+    p.labels = row.labels, p.updated_at = row.updated_at
 MERGE (s)-[:HAS_PAGE]->(p)
 WITH p, row, s
 OPTIONAL MATCH (p)<-[old:PARENT_OF|ROOT_PAGE]-()
@@ -104,8 +105,8 @@ UNWIND $ids AS wanted
 MATCH (p:Page {id: wanted})
 OPTIONAL MATCH path = (root)-[:ROOT_PAGE|PARENT_OF*1..]->(p)
 WHERE root:Space
-RETURN p.id AS id, p.title AS title, p.url AS url, p.space_id AS space_id,
-       [n IN nodes(path)[1..-1] | {id: n.id, title: n.title}] AS ancestors
+RETURN p.id AS id, p.title AS title, p.url AS url, p.space_id AS space_id, p.labels AS labels,
+       p.updated_at AS updated_at, [n IN nodes(path)[1..-1] | {id: n.id, title: n.title}] AS ancestors
 """
 
 IMAGE_HASHES = """

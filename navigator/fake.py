@@ -58,7 +58,7 @@ class FakeNavigatorStore:
                 node = self._pages[f"page:{parent}"]
                 ancestors.insert(0, Crumb(node.id, node.title))
                 parent = node.parent_id
-            found[page_id] = PageSummary(page.id, page.title, page.url, f"space:{page.space_key}", tuple(ancestors))
+            found[page_id] = PageSummary(page.id, page.title, page.url, f"space:{page.space_key}", tuple(ancestors), page.labels, page.updated_at)
         return found
 
     async def sync_images(self, space: Space, images: Sequence[Image]) -> None:

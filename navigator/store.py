@@ -7,6 +7,7 @@ import hashlib
 import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import neo4j
@@ -106,6 +107,8 @@ class Neo4jStore:
                 "position": page.position,
                 "parent_id": f"page:{page.parent_id}" if page.parent_id else None,
                 "links": [f"page:{target}" for target in page.links],
+                "labels": list(page.labels),
+                "updated_at": page.updated_at.astimezone(UTC).isoformat() if page.updated_at else None,
             }
             for page in pages
         ]
@@ -188,6 +191,8 @@ class Neo4jStore:
                 url=row["url"],
                 space_id=row["space_id"],
                 ancestors=tuple(Crumb(**crumb) for crumb in row["ancestors"] or ()),
+                labels=tuple(row["labels"] or ()),
+                updated_at=datetime.fromisoformat(row["updated_at"]) if row["updated_at"] else None,
             )
             for row in rows
         }

@@ -39,6 +39,7 @@ from sqlalchemy import (
     MetaData,
     Table,
     Text,
+    and_,
     create_engine,
     delete,
     event,
@@ -156,6 +157,8 @@ class StoredPage:
     converted_version: int | None
     converter: int | None  # the CONVERTER generation that wrote the Markdown
     conversion_error: str | None
+    last_modified: datetime | None = None
+    labels: tuple[str, ...] = ()  # of the version whose body is held
 
     @property
     def needs_body(self) -> bool:
@@ -398,7 +401,8 @@ class RawStore:
         await self._write(lambda db: db.execute(update(pages).where(pages.c.page_id == page_id).values(conversion_error=error)))
 
     async def pages(self, space_key: str | None = None) -> list[StoredPage]:
-        query = select(pages).order_by(pages.c.page_id)
+        held = page_versions.c.page_id == pages.c.page_id, page_versions.c.version == pages.c.body_version
+        query = select(pages, page_versions.c.labels).outerjoin(page_versions, and_(*held)).order_by(pages.c.page_id)
         if space_key:
             query = query.where(pages.c.space_key == space_key)
         return [_stored(r) for r in await self._read(query)]
@@ -522,6 +526,8 @@ def _stored(row: Mapping[str, Any]) -> StoredPage:
         converted_version=row["converted_version"],
         converter=row["converter"],
         conversion_error=row["conversion_error"],
+        last_modified=datetime.fromisoformat(row["last_modified"]) if row.get("last_modified") else None,
+        labels=tuple(json.loads(row["labels"])) if row.get("labels") else (),
     )
 
 

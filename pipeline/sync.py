@@ -295,6 +295,8 @@ def _placed_pages(stored: Sequence[StoredPage]) -> dict[str, list[Page]]:
                     url=page.url,
                     markdown=page.markdown or "",
                     links=tuple(link for link in page.links if link != page.page_id),
+                    labels=page.labels,
+                    updated_at=page.last_modified,
                 )
             )
             walk(page.page_id)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+from datetime import UTC, datetime
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -35,6 +36,8 @@ from retrievers.base import ChunkHit, GraphHit, RawResults, SemanticIndex
 MAX_QUERY_CHARS = 2000
 MAX_TOP_K = 50
 MAX_SPACES = 50
+MAX_LABELS = 20
+KINDS = frozenset({"page", "issue"})
 SNIPPET_CHARS = {"concise": 300, "detailed": 1500}
 SNIPPET_MARGIN = 500  # characters beyond the snippet that link redaction may pull into it
 MAX_GRAPH_HITS = {"concise": 5, "detailed": 15}
@@ -62,9 +65,12 @@ _STOPWORDS = frozenset(
 )
 # Weighted reciprocal-rank fusion of whole documents: score = sum over channels of
 # weight / (RRF_K + the document's rank in that channel). Tuned on the dev sets (Hive, MuSiQue)
-# with `wayfinder eval`: the lexical channel carries identifiers and titles, the others
-# paraphrase and multi-hop structure; a small RRF_K trusts each channel's top ranks.
-RRF_K = 3
+# with `wayfinder eval` and the offline providers: the lexical channel carries identifiers and
+# titles, the graph channels and the second hop multi-hop structure; a small RRF_K trusts each
+# channel's top ranks. Measured on the full pipeline (the second hop's seeds move with the
+# weights): each weight halved or raised by half loses Hive MRR or MuSiQue recall. Hosted
+# embeddings deserve their own tuning.
+RRF_K = 2
 WEIGHTS = {"lexical": 2.0, "vector": 0.5, "entity": 0.5, "relation": 0.5, "bridge": 1.0}
 # The second hop: documents sharing a specific entity (supported by 2..MAX_EVIDENCE_DOCS documents,
 # all visible) with the BRIDGE_SEEDS best documents, among the candidates already found.
@@ -86,6 +92,8 @@ class SearchHit:
     score: float
     why: list[str]
     also_in: list[str]  # near-duplicate pages (the same text elsewhere), ranked lower
+    labels: list[str]
+    updated_at: str | None  # ISO 8601, UTC
 
 
 @dataclass(frozen=True)
@@ -116,9 +124,15 @@ class SemanticRetriever:
         *,
         top_k: int = 10,
         spaces: Sequence[str] | None = None,
+        labels: Sequence[str] | None = None,
+        updated_after: datetime | None = None,
+        kinds: Sequence[str] | None = None,
         response_format: str = "concise",
     ) -> SearchResult:
+        """``spaces``, ``labels`` (any of them), ``updated_after`` and ``kinds`` narrow the
+        candidates before anything is ranked."""
         query = _checked(query, top_k, spaces, response_format)
+        wanted = _Filters.checked(labels, updated_after, kinds)
         limit = SNIPPET_CHARS[response_format]
         # The spaces asked for are authorized as asked, whether they exist or not: a missing
         # space and a hidden one look alike, and the gate is always asked.
@@ -138,7 +152,7 @@ class SemanticRetriever:
             gate, placed, also=[*candidate_spaces, *links.references_in(graph_text)]
         )
         searchable = await gate.visible(candidate_spaces)  # answered by the batch above
-        candidates = {pid: p for pid, p in candidates.items() if p.space_id in searchable}
+        candidates = {pid: p for pid, p in candidates.items() if p.space_id in searchable and wanted.admit(p)}
         chunks = [c for c in chunks if c.doc_id in candidates]
         lexical = [c for c in lexical if c.doc_id in candidates]
         graph = await _visible_graph(gate, graph, candidates.keys(), limit)
@@ -204,6 +218,31 @@ class SemanticRetriever:
         return _Channel(WEIGHTS["bridge"], [(d, chunk_of[d], reasons[d][1]) for d in ranked])
 
 
+@dataclass(frozen=True)
+class _Filters:
+    labels: frozenset[str] | None
+    updated_after: datetime | None
+    kinds: frozenset[str]
+
+    @classmethod
+    def checked(cls, labels: Sequence[str] | None, updated_after: datetime | None, kinds: Sequence[str] | None) -> _Filters:
+        if labels is not None and (len(labels) > MAX_LABELS or any(not 0 < len(label) <= 255 for label in labels)):
+            raise InvalidArgument(f"labels takes 1 to {MAX_LABELS} labels of 1 to 255 characters")
+        unknown = sorted(set(kinds or ()) - KINDS)
+        if unknown:
+            raise InvalidArgument(f"kinds takes {sorted(KINDS)}, got {unknown}")
+        if updated_after is not None and updated_after.tzinfo is None:
+            updated_after = updated_after.replace(tzinfo=UTC)  # a time without a zone is UTC
+        return cls(frozenset(labels) if labels else None, updated_after, frozenset(kinds) if kinds else KINDS)
+
+    def admit(self, page: PageSummary) -> bool:
+        if "page" not in self.kinds:  # pages are the only kind held so far
+            return False
+        if self.labels is not None and not self.labels.intersection(page.labels):
+            return False
+        return self.updated_after is None or (page.updated_at is not None and page.updated_at > self.updated_after)
+
+
 def _checked(query: str, top_k: int, spaces: Sequence[str] | None, response_format: str) -> str:
     """The query, stripped, once every argument is within its bounds."""
     query = query.strip()
@@ -246,6 +285,8 @@ def _hit(summary: PageSummary, ranked: _Ranked, snippet: str) -> SearchHit:
         score=round(ranked.score, 5),
         why=ranked.why,
         also_in=ranked.also_in,
+        labels=list(summary.labels),
+        updated_at=summary.updated_at.isoformat() if summary.updated_at else None,
     )
 
 

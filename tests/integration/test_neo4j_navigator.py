@@ -50,12 +50,16 @@ async def test_sync_twice_moves_and_prunes(store: Neo4jStore):
     assert content is not None and content.markdown == "body 900002"
 
 
-async def test_hive_slice_tree_matches_the_space_index(indexed, services: Settings):
+async def test_hive_slice_tree_matches_the_space_index(indexed, services: Settings, hive_slice):
     async with Neo4jStore(services.neo4j) as store:
         children = await store.children("page:27362076", -1, 10)
         assert [c.id for c in children] == ["page:55156221", "page:34835119"]
         ldap = (await store.summaries(["page:58852417"]))["page:58852417"]
         assert [c.title for c in ldap.ancestors] == ["AdminManual SettingUpHiveServer", "Setting Up HiveServer2"]
+        # labels and the time of the current version, as the site holds them, for search's filters
+        source = hive_slice.site.pages["58852417"]
+        assert ldap.labels == tuple(source.labels) and ldap.labels
+        assert ldap.updated_at is not None and abs((ldap.updated_at - source.versions[-1].when).total_seconds()) < 1
 
 
 async def test_a_page_moved_to_another_space_survives_the_old_space_sync(store: Neo4jStore):

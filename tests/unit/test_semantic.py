@@ -220,3 +220,38 @@ async def test_near_duplicate_pages_are_one_hit_and_a_hidden_copy_is_never_named
     (canonical,) = [h for h in result.hits if h.id in {"page:1", "page:2"}]
     assert canonical.also_in == [({"page:1", "page:2"} - {canonical.id}).pop()]
     assert all("page:3" not in h.also_in and h.id != "page:3" for h in result.hits)
+
+
+async def test_labels_time_and_kind_narrow_the_candidates_before_ranking():
+    import pytest
+    from datetime import UTC, datetime
+
+    from core.errors import InvalidArgument
+
+    store = FakeNavigatorStore()
+    when = {"1": datetime(2024, 1, 1, tzinfo=UTC), "2": datetime(2025, 6, 1, tzinfo=UTC), "3": datetime(2025, 9, 1, tzinfo=UTC)}
+    tags = {"1": ("acid",), "2": ("acid", "compaction"), "3": ()}
+    pages = [
+        Page(page_id=n, space_key="S", title=f"T{n}", parent_id=None, position=int(n), url="u", markdown=f"Compaction notes {n}.", labels=tags[n], updated_at=when[n])
+        for n in "123"
+    ]
+    await store.sync_space(SPACE, pages)
+    index = FakeSemanticIndex()
+    await index.upsert([IndexDocument(p.id, p.markdown) for p in pages])
+    semantic = SemanticRetriever(index, Navigator(store), candidates=40)
+    everyone = bob("page:1", "page:2", "page:3")
+
+    async def ids(**filters) -> set[str]:
+        return {h.id for h in (await semantic.search(everyone, "compaction notes", **filters)).hits}
+
+    assert await ids() == {"page:1", "page:2", "page:3"}
+    assert await ids(labels=["acid"]) == {"page:1", "page:2"}
+    assert await ids(updated_after=datetime(2025, 1, 1)) == {"page:2", "page:3"}  # no zone: UTC
+    assert await ids(labels=["compaction", "nope"], updated_after=datetime(2025, 7, 1, tzinfo=UTC)) == set()
+    assert await ids(kinds=["issue"]) == set() and await ids(kinds=["page"]) == {"page:1", "page:2", "page:3"}
+    (hit,) = (await semantic.search(everyone, "compaction notes", labels=["compaction"])).hits
+    assert hit.labels == ["acid", "compaction"] and hit.updated_at == "2025-06-01T00:00:00+00:00"
+    with pytest.raises(InvalidArgument, match="kinds"):
+        await semantic.search(everyone, "compaction", kinds=["blog"])
+    with pytest.raises(InvalidArgument, match="labels"):
+        await semantic.search(everyone, "compaction", labels=[""])
