@@ -21,9 +21,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from datetime import UTC, datetime
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from authz import links, policy
 from authz.gate import Gate
@@ -166,7 +166,7 @@ class SemanticRetriever:
         bridges = await self._bridges(gate, _fuse(channels), candidates.keys())
         if bridges:
             channels.append(bridges)
-        ranked = [(r, known[r.chunk_id]) for r in _near_duplicates_grouped(_fuse(channels), known)[:top_k]]
+        ranked = [(r, known[r.chunk_id]) for r in _near_duplicates_grouped(_fuse(channels), known, top_k)]
 
         # Second round trip: the breadcrumbs of the hits shown (and of their near-duplicates), and
         # the link targets in their snippets, which lose the targets the caller cannot see (A11).
@@ -186,7 +186,6 @@ class SemanticRetriever:
             entities=[g for g in graph_results if g.kind == "entity"][:graph_limit],
             relations=[g for g in graph_results if g.kind == "relation"][:graph_limit],
         )
-
 
     async def _bridges(self, gate: Gate, fused: Sequence[_Ranked], visible: Collection[str]) -> _Channel | None:
         """The second hop of a multi-hop question: candidates that share a specific entity with the
@@ -373,9 +372,10 @@ def _fuse(channels: Sequence[_Channel]) -> list[_Ranked]:
     return sorted(fused.values(), key=lambda r: (-r.score, r.doc_id))
 
 
-def _near_duplicates_grouped(ranked: Sequence[_Ranked], known: dict[str, ChunkHit]) -> list[_Ranked]:
-    """The ranking with each page whose shown chunk nearly repeats that of a better-ranked page
-    (a copy in another version's tree, a page moved and kept) folded into that page's ``also_in``."""
+def _near_duplicates_grouped(ranked: Sequence[_Ranked], known: dict[str, ChunkHit], top_k: int) -> list[_Ranked]:
+    """The best ``top_k`` of the ranking, each page whose shown chunk nearly repeats that of a
+    better-ranked page (a copy in another version's tree, a page moved and kept) folded into that
+    page's ``also_in``. Each page is compared with the kept ones only: at most ``top_k`` each."""
     kept: list[tuple[_Ranked, set[int]]] = []
     for entry in ranked:
         shingles = _shingles(known[entry.chunk_id].text)
@@ -384,7 +384,8 @@ def _near_duplicates_grouped(ranked: Sequence[_Ranked], known: dict[str, ChunkHi
                 canonical.also_in.append(entry.doc_id)
                 break
         else:
-            kept.append((dataclasses.replace(entry, also_in=[]), shingles))
+            if len(kept) < top_k:
+                kept.append((dataclasses.replace(entry, also_in=[]), shingles))
     return [entry for entry, _ in kept]
 
 
