@@ -194,13 +194,20 @@ class SemanticRetriever:
         seeds = [r.doc_id for r in fused[:BRIDGE_SEEDS]]
         if not seeds:
             return None
-        entities = [e for e in await self._index.entities_of(seeds) if 2 <= len(e.doc_ids) <= MAX_EVIDENCE_DOCS]
+        chunk_of = {r.doc_id: r.chunk_id for r in fused}
+        # Only an entity that joins a seed to another candidate can lift anything: the others are
+        # left out before their pages are authorized.
+        entities = [
+            e
+            for e in await self._index.entities_of(seeds)
+            if 2 <= len(e.doc_ids) <= MAX_EVIDENCE_DOCS and e.doc_ids & set(seeds) and len(e.doc_ids & chunk_of.keys()) >= 2
+        ]
         outside = sorted({d for e in entities for d in e.doc_ids} - set(visible))
         known = set(visible)
         if outside:
             known |= (await policy.pages_in_visible_spaces(gate, await self._navigator.placed(outside))).keys()
-        shown = await _visible_graph(gate, entities, known, 0)
-        chunk_of = {r.doc_id: r.chunk_id for r in fused}
+        # Only the names are shown (in `why`): the descriptions are not redacted, nor their links checked.
+        shown = await _visible_graph(gate, [dataclasses.replace(e, description="") for e in entities], known, 0)
         scores: dict[str, float] = {}
         reasons: dict[str, tuple[float, str]] = {}
         for position, seed in enumerate(seeds, start=1):
