@@ -243,14 +243,15 @@ def eval_(
 ) -> None:
     """Retrieval quality: Wayfinder, plain BM25 and plain LightRAG side by side on a stack of its own (Hive + MuSiQue)."""
     from devstack.evaluation import default_datasets, run_eval
+    from retrievers.semantic import MAX_TOP_K
 
     settings = Settings()
     try:
         ks = sorted({int(part) for part in k.split(",") if part.strip()})
     except ValueError:
         raise _fail(InvalidArgument(f"--k takes whole numbers separated by commas, got {k!r}")) from None
-    if not ks or ks[0] < 1:
-        raise _fail(InvalidArgument(f"--k takes cut-offs of 1 or more, got {k!r}"))
+    if not ks or ks[0] < 1 or ks[-1] > MAX_TOP_K:
+        raise _fail(InvalidArgument(f"--k takes cut-offs from 1 to {MAX_TOP_K} (the most hits search returns), got {k!r}"))
     try:
         asyncio.run(run_eval(settings, console, dataset or default_datasets(settings), principal, ks))
     except WayfinderError as exc:

@@ -28,7 +28,7 @@ from devstack.atlassian.site import Site
 from devstack.leaks import synced_from
 from devstack.reports import write_report
 from evals.datasets import load_dataset
-from evals.runner import ask, report, show
+from evals.runner import DEPTH, ask, report, show
 from navigator.navigator import Navigator
 from navigator.store import Neo4jStore
 from pipeline.raw_store import RawStore
@@ -84,7 +84,7 @@ async def run_eval(settings: Settings, console: Console, datasets: Sequence[Path
                 for path, questions in loaded.items():
                     console.print(f"{path}: {len(questions)} question(s) as {user}")
                     scored = [
-                        await ask(Gate(authorizer, principal, deadline_s=own.openfga.check_timeout_s), q, retriever, navigator, index)
+                        await ask(Gate(authorizer, principal, deadline_s=own.openfga.check_timeout_s), q, retriever, navigator, index, max(DEPTH, *ks))
                         for q in questions
                         if q.searchable
                     ]

@@ -32,7 +32,7 @@ from retrievers.lightrag_adapter import LightRAGIndex
 from retrievers.semantic import SemanticRetriever
 
 SYSTEMS = ("wayfinder", "bm25", "lightrag")
-DEPTH = 10  # hits asked of each system (nDCG@10 needs ten)
+DEPTH = 10  # hits asked of each system at least (nDCG@10 needs ten); more when a recall@k needs them
 BASELINE_CANDIDATES = 50  # a baseline's results before authorization; the visible ones are scored
 
 
@@ -44,17 +44,20 @@ class Scored:
     ranked: dict[str, list[str]]  # system → pages, best first
 
 
-async def ask(gate: Gate, question: Question, retriever: SemanticRetriever, navigator: Navigator, index: LightRAGIndex) -> Scored:
+async def ask(
+    gate: Gate, question: Question, retriever: SemanticRetriever, navigator: Navigator, index: LightRAGIndex, depth: int = DEPTH
+) -> Scored:
     async def visible(pages: Sequence[str]) -> list[str]:
         shown = await policy.pages_in_visible_spaces(gate, await navigator.placed(list(pages)))
         return [p for p in pages if p in shown]
 
     gold = await visible(question.gold)
-    found = await retriever.search(gate, question.question, top_k=DEPTH)
+    found = await retriever.search(gate, question.question, top_k=depth)
+    candidates = max(BASELINE_CANDIDATES, 5 * depth)
     ranked = {
         "wayfinder": [hit.id for hit in found.hits],
-        "bm25": (await visible(index.plain_bm25(question.question, BASELINE_CANDIDATES)))[:DEPTH],
-        "lightrag": (await visible(await index.plain_lightrag(question.question, BASELINE_CANDIDATES)))[:DEPTH],
+        "bm25": (await visible(index.plain_bm25(question.question, candidates)))[:depth],
+        "lightrag": (await visible(await index.plain_lightrag(question.question, candidates)))[:depth],
     }
     return Scored(question, tuple(gold), tuple(g for g in question.gold if g not in gold), ranked)
 
