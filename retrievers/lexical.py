@@ -70,6 +70,10 @@ class LexicalIndex:
         tmp.write_text(json.dumps({"chunks": {cid: [e.doc_id, e.text] for cid, e in self._entries.items()}}))
         tmp.replace(path)
 
+    def chunk_text(self, chunk_id: str) -> str:
+        """The chunk as indexed, without the title line in front of it."""
+        return self._entries[chunk_id].text.split("\n", 1)[-1]
+
     # -- search -----------------------------------------------------------------------------------
 
     def search(self, query: str, k: int) -> list[tuple[str, str, float]]:

@@ -599,12 +599,10 @@ class LightRAGIndex:
             for (a, b), row in zip(pairs, relation_rows, strict=True)
         ]
         lexical_rows = await asyncio.to_thread(self._lexical.search, text, top_k)
-        known = {hit.chunk_id: hit.text for hit in chunk_hits}
-        missing = [cid for cid, _, _ in lexical_rows if cid not in known]
-        known.update((hit.chunk_id, hit.text) for hit in await self.chunks(missing))
+        # The lexical channel holds its chunks' text: no second read of the chunk store.
         lexical = [
-            ChunkHit(cid, doc_id, known[cid], rank, score)
-            for rank, (cid, doc_id, score) in enumerate(((c, d, s) for c, d, s in lexical_rows if c in known), start=1)
+            ChunkHit(cid, doc_id, self._lexical.chunk_text(cid), rank, score)
+            for rank, (cid, doc_id, score) in enumerate(lexical_rows, start=1)
         ]
         return RawResults(
             chunks=chunk_hits,

@@ -51,3 +51,7 @@ def test_an_unreadable_file_loads_as_nothing(tmp_path: Path) -> None:
     assert LexicalIndex.load(tmp_path / "missing.json") is None
     (tmp_path / "broken.json").write_text("{not json")
     assert LexicalIndex.load(tmp_path / "broken.json") is None
+
+
+def test_a_chunk_is_given_back_without_its_title_line() -> None:
+    assert LexicalIndex(ENTRIES).chunk_text("b-0") == "Merges correlated operators into one job."
