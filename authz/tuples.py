@@ -162,6 +162,26 @@ def confluence_tuples(space_key: str, pages: Iterable[Page], permissions: Permis
     return tuples
 
 
+def anchors(space_key: str, pages: Iterable[Page], permissions: Permissions) -> dict[str, str]:
+    """Page id → the object whose ``viewer`` check answers the page's own: the page itself when it
+    restricts viewing (or has no permission data), else its guard, else its space.
+
+    Under the model an unrestricted page passes exactly what its guard passes, and one with no
+    guard exactly what its space's viewers pass; so pages sharing an anchor are visible to the
+    same users, and one check per anchor tells a pre-filter which pages a user may see.
+    """
+    pages = list(pages)
+    guard_of = guards(pages, permissions)
+    found: dict[str, str] = {}
+    for page in pages:
+        guard = guard_of[page.page_id]
+        if permissions.page_restrictions.get(page.page_id) != ():
+            found[page.id] = page.id
+        else:
+            found[page.id] = ids.space_id(space_key) if guard is None else ids.page_id(guard)
+    return found
+
+
 def grant_tuple(user: str, agent: str, task: str, expires_at: datetime) -> RelationTuple:
     """``agent`` may act for ``user`` on ``task`` until ``expires_at`` (a timezone-aware time)."""
     ids.user_id(user)

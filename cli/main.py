@@ -233,6 +233,17 @@ def bench_index(
         raise _fail(exc) from exc
 
 
+@app.command("bench-semantic")
+def bench_semantic() -> None:
+    """Recall when a user sees 5%, 1% or 0.3% of a 20,000-chunk corpus: pre-filter, post-filter and a per-user oracle side by side."""
+    from devstack.bench_semantic import run_bench_semantic
+
+    try:
+        asyncio.run(run_bench_semantic(Settings(), console))
+    except WayfinderError as exc:
+        raise _fail(exc) from exc
+
+
 @app.command("eval")
 def eval_(
     dataset: list[Path] = typer.Option(

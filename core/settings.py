@@ -127,8 +127,8 @@ class MCPSettings(BaseModel):
         ge=20,
         le=2000,
         description="Candidates search takes from each index channel before authorization: all that clear the "
-        "relevance floor, up to this many. Hidden pages can crowd out visible ones only when more than this "
-        "many candidates clear it.",
+        "relevance floor, up to this many, among the pages the sync's pre-filter keys admit (all pages when an "
+        "index has none).",
     )
 
 

@@ -15,6 +15,7 @@ from rich.console import Console
 
 from authz.client import OpenFGAClient
 from authz.gate import Gate
+from authz.prefilter import ACL_FILE, AclFile
 from core.errors import WayfinderError
 from core.models import Principal
 from core.settings import Settings
@@ -79,7 +80,7 @@ async def run_eval(settings: Settings, console: Console, datasets: Sequence[Path
                 raise EvalFailed(f"the evaluation's sync could not convert {len(synced.failed)} page(s); see the log above")
             async with OpenFGAClient(own.openfga) as authorizer, Neo4jStore(own.neo4j) as graph, semantic_index(own) as index:
                 navigator = Navigator(graph)
-                retriever = SemanticRetriever(index, navigator, own.mcp.search_candidates)
+                retriever = SemanticRetriever(index, navigator, own.mcp.search_candidates, AclFile(own.index_dir / ACL_FILE))
                 reports = []
                 for path, questions in loaded.items():
                     console.print(f"{path}: {len(questions)} question(s) as {user}")

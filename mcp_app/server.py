@@ -21,6 +21,7 @@ from pydantic import Field
 from authz.base import Authorizer
 from authz.client import OpenFGAClient
 from authz.gate import DEFAULT_DEADLINE_S, Gate
+from authz.prefilter import ACL_FILE, AclFile
 from core.models import Principal
 from core.settings import Settings
 from mcp_app.auth import Identify
@@ -58,7 +59,7 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
         semantic_index(settings) as index,
     ):
         navigator = Navigator(store)
-        semantic = SemanticRetriever(index, navigator, settings.mcp.search_candidates)
+        semantic = SemanticRetriever(index, navigator, settings.mcp.search_candidates, AclFile(settings.index_dir / ACL_FILE))
         yield Services(authorizer, navigator, semantic, settings.openfga.check_timeout_s)
 
 

@@ -15,7 +15,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from authz.client import OpenFGAClient
-from authz.tuples import confluence_tuples
+from authz.prefilter import ACL_FILE, AclKeys
+from authz.tuples import anchors, confluence_tuples
+from core import ids
 from core.models import Image, Page, Permissions, Space
 from core.settings import Settings
 from navigator.store import Neo4jStore
@@ -65,6 +67,9 @@ async def run_sinks(
     async with OpenFGAClient(settings.openfga, provision=True) as fga:
         tuples = await sync_tuples(fga, desired)
     console.print(f"OpenFGA: {tuples.written} tuples written, {tuples.deleted} deleted, {tuples.unchanged} unchanged")
+    # Beside the index, in step with the tuples: which pages share a view check (the pre-filter's keys).
+    settings.index_dir.mkdir(parents=True, exist_ok=True)
+    AclKeys.of({ids.space_id(s.key): anchors(s.key, pages_by_space[s.key], permissions) for s in spaces}).save(settings.index_dir / ACL_FILE)
     if not content:
         return IndexReport(len(spaces), len(all_pages), tuples, None, 0.0, time.monotonic() - started)
 
@@ -77,7 +82,6 @@ async def run_sinks(
     console.print(f"Neo4j: tree of {len(all_pages)} pages ({written} written) and {len(images)} images synchronised")
 
     to_index = [page for page in all_pages if indexable is None or page.page_id in indexable]
-    settings.index_dir.mkdir(parents=True, exist_ok=True)
     index_started = time.monotonic()
     progress = Progress(TextColumn("indexing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console)
     async with open_index(settings, usage) as index:

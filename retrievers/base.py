@@ -3,7 +3,7 @@ unauthorized candidates out (the caller authorizes every document before using a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -68,9 +68,11 @@ class SemanticIndex(Protocol):
         """Remove documents and everything only they support. Unknown ids are ignored."""
         ...
 
-    async def query(self, text: str, top_k: int) -> RawResults:
+    async def query(self, text: str, top_k: int, within: Set[str] | None = None) -> RawResults:
         """Up to ``top_k`` chunks, entities and relations each by similarity to ``text``, first the
-        entities ``text`` names exactly, and up to ``top_k`` chunks by BM25."""
+        entities ``text`` names exactly, and up to ``top_k`` chunks by BM25. With ``within``, only
+        chunks of those documents, and entities and relations all of whose documents are among
+        them (a pre-filter: the caller still authorizes everything)."""
         ...
 
     async def entities_of(self, doc_ids: Sequence[str]) -> list[GraphHit]:

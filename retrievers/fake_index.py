@@ -8,7 +8,7 @@ capitalised words that follow each other. Deterministic and instant.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 
 from core.errors import InvalidArgument
 from retrievers.lexical import LexicalEntry, LexicalIndex
@@ -59,13 +59,16 @@ class FakeSemanticIndex:
     async def outdated_doc_ids(self) -> set[str]:
         return set()
 
-    async def query(self, text: str, top_k: int) -> RawResults:
+    async def query(self, text: str, top_k: int, within: Set[str] | None = None) -> RawResults:
+        """As the real index: with ``within``, chunks of those documents only, and the entities and
+        relations all of whose documents are among them."""
         self.calls.append(("query", text))
         if top_k < 1:
             raise InvalidArgument("top_k must be at least 1")
         wanted = _terms(text)
+        searched = self.docs if within is None else {d: body for d, body in self.docs.items() if d in within}
         scored = sorted(
-            ((len(wanted & _terms(body)), doc_id) for doc_id, body in self.docs.items()),
+            ((len(wanted & _terms(body)), doc_id) for doc_id, body in searched.items()),
             key=lambda pair: (-pair[0], pair[1]),
         )
         matching = [doc_id for score, doc_id in scored if score > 0][:top_k]
@@ -84,6 +87,9 @@ class FakeSemanticIndex:
             for source, target in zip(names, names[1:]):
                 if source != target and (source.casefold() in wanted or target.casefold() in wanted):
                     edges.setdefault(f"{source} -> {target}", set()).add(doc_id)
+        if within is not None:
+            support = {name: ids for name, ids in support.items() if ids <= within}
+            edges = {name: ids for name, ids in edges.items() if ids <= within}
         entities = [
             GraphHit("entity", name, f"{name} (fake)", frozenset(ids), rank, _chunk_ids(ids), 1.0)
             for rank, (name, ids) in enumerate(sorted(support.items())[:top_k], start=1)
@@ -93,7 +99,10 @@ class FakeSemanticIndex:
             for rank, (name, ids) in enumerate(sorted(edges.items())[:top_k], start=1)
         ]
         lexical = LexicalIndex({_chunk_id(d): LexicalEntry(d, body) for d, body in self.docs.items()})
-        found = [ChunkHit(cid, doc_id, self.docs[doc_id], rank, score) for rank, (cid, doc_id, score) in enumerate(lexical.search(text, top_k), start=1)]
+        found = [
+            ChunkHit(cid, doc_id, self.docs[doc_id], rank, score)
+            for rank, (cid, doc_id, score) in enumerate(lexical.search(text, top_k, within), start=1)
+        ]
         return RawResults(chunks=chunks, entities=entities, relations=relations, lexical=found)
 
     async def entities_of(self, doc_ids: Sequence[str]) -> list[GraphHit]:

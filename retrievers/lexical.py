@@ -11,7 +11,7 @@ thousands of chunks).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +39,9 @@ class LexicalIndex:
         self._entries: dict[str, LexicalEntry] = dict(entries or {})
         self._model: bm25s.BM25 | None = None
         self._order: list[str] = []
+        self._doc_codes = np.zeros(0, dtype=np.int32)  # row → its document's number in _docs
+        self._docs: dict[str, int] = {}
+        self._chunks: dict[str, list[str]] = {}  # document → its chunks
 
     # -- contents ---------------------------------------------------------------------------------
 
@@ -70,19 +73,31 @@ class LexicalIndex:
         tmp.write_text(json.dumps({"chunks": {cid: [e.doc_id, e.text] for cid, e in self._entries.items()}}))
         tmp.replace(path)
 
+    def chunks_of(self, docs: Collection[str]) -> list[str]:
+        """The ids of the chunks of ``docs``, in order."""
+        self._built()
+        return sorted(cid for doc in docs for cid in self._chunks.get(doc, ()))
+
+    def doc_of(self, chunk_id: str) -> str | None:
+        entry = self._entries.get(chunk_id)
+        return entry.doc_id if entry else None
+
     def chunk_text(self, chunk_id: str) -> str:
         """The chunk as indexed, without the title line in front of it."""
         return self._entries[chunk_id].text.split("\n", 1)[-1]
 
     # -- search -----------------------------------------------------------------------------------
 
-    def search(self, query: str, k: int) -> list[tuple[str, str, float]]:
-        """Up to ``k`` (chunk id, document, BM25 score) with a score above zero, best first."""
+    def search(self, query: str, k: int, within: Collection[str] | None = None) -> list[tuple[str, str, float]]:
+        """Up to ``k`` (chunk id, document, BM25 score) with a score above zero, best first; only
+        chunks of the documents ``within``, when given."""
         terms = _tokens([query])[0]
         if not terms or not self._entries:
             return []
         model = self._built()
         scores = model.get_scores(terms)
+        if within is not None:
+            scores = np.where(self._rows_of(within), scores, 0.0)
         k = min(k, len(scores))
         top = np.argpartition(-scores, k - 1)[:k]
         ranked = sorted(((float(scores[i]), self._order[i]) for i in top if scores[i] > 0), key=lambda s: (-s[0], s[1]))
@@ -93,5 +108,16 @@ class LexicalIndex:
             self._order = sorted(self._entries)
             model = bm25s.BM25()
             model.index(_tokens([self._entries[cid].text for cid in self._order]), show_progress=False)
+            self._docs = {doc: n for n, doc in enumerate(sorted(self.doc_ids))}
+            self._doc_codes = np.fromiter((self._docs[self._entries[cid].doc_id] for cid in self._order), dtype=np.int32, count=len(self._order))
+            self._chunks = {}
+            for cid in self._order:
+                self._chunks.setdefault(self._entries[cid].doc_id, []).append(cid)
             self._model = model
         return self._model
+
+    def _rows_of(self, docs: Collection[str]) -> np.ndarray:
+        """A mask of the rows whose chunk belongs to one of ``docs``."""
+        wanted = np.zeros(len(self._docs), dtype=bool)
+        wanted[[self._docs[doc] for doc in docs if doc in self._docs]] = True
+        return wanted[self._doc_codes]

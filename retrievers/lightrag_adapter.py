@@ -26,6 +26,8 @@ LightRAG's sharp edges, and how this module guards them:
   documents. So one ``LightRAGIndex`` may be open per process, and closing it resets that state.
   The state is also bound to one event loop: an instance refuses calls from another loop.
 * Deleting a document rebuilds shared entities from the LLM cache, so the cache stays enabled.
+* It refuses a document whose text equals another's (content-hash dedup), which would keep a
+  page copied into another space out of the index: the hash it dedups on is switched off.
 * LightRAG flushes every storage after each document it inserts, and several times per document
   it deletes. File storages rewrite their whole file on each flush, so indexing cost grows with
   the square of the index. Within one ``upsert`` or ``delete`` call the flushes are collected
@@ -45,7 +47,7 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -71,6 +73,8 @@ EXTRACTION_FILE = "wayfinder-extraction.json"
 LEGACY_EXTRACTOR = "local-1"
 #: what built the indexes written before the marker existed (only the offline embedder did)
 LEGACY_EMBEDDER = LocalEmbedder.name
+#: how many rows a filtered HNSW scan may visit before it settles for fewer than asked
+PG_MAX_SCAN_TUPLES = 2_000_000
 #: LightRAG's storages per profile: (key-value, vectors, graph, document status)
 FILE_STORAGES = ("JsonKVStorage", "NanoVectorDBStorage", "NetworkXStorage", "JsonDocStatusStorage")
 ENGINE_STORAGES = ("PGKVStorage", "PGVectorStorage", "Neo4JStorage", "PGDocStatusStorage")
@@ -128,8 +132,9 @@ def _contained_import() -> Iterator[None]:
 with _contained_import():
     import lightrag.kg.json_doc_status_impl  # noqa: F401  (imported now, under the guard)
     import lightrag.kg.json_kv_impl  # noqa: F401
-    import lightrag.kg.nano_vector_db_impl  # noqa: F401
+    from lightrag.kg.nano_vector_db_impl import NanoVectorDBStorage
     import lightrag.kg.networkx_impl  # noqa: F401
+    import lightrag.pipeline as _lightrag_pipeline
     from lightrag import LightRAG, QueryParam
     from lightrag.base import DocStatus, DocStatusStorage, StorageNameSpace
     from lightrag.constants import GRAPH_FIELD_SEP
@@ -139,6 +144,10 @@ with _contained_import():
     from lightrag.chunker.token_size import chunking_by_token_size
     from lightrag.utils import EmbeddingFunc, Tokenizer, compute_mdhash_id, make_relation_chunk_key, make_relation_vdb_ids
     from lightrag.utils import logger as _lightrag_logger
+
+# A page copied into another space has the text of the original and permissions of its own; LightRAG
+# would refuse it as a duplicate (its content-hash dedup at enqueue). Without a hash there is none.
+_lightrag_pipeline.compute_text_content_hash = lambda _content: None
 
 for _handler in list(_lightrag_logger.handlers):
     _lightrag_logger.removeHandler(_handler)
@@ -169,6 +178,7 @@ class LightRAGIndex:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lexical = LexicalIndex()
         self._extracted_by: dict[str, str] = {}  # document → the extractor that extracted it
+        self._row_docs: dict[str, _RowDocuments] = {}  # vector store namespace → its rows' documents
 
     # -- lifetime -------------------------------------------------------------------------------
 
@@ -376,6 +386,7 @@ class LightRAGIndex:
             self._rag = None
             self._loop = None
             self._lexical = LexicalIndex()
+            self._row_docs.clear()
 
     def _require_open(self) -> Any:
         if self._rag is None:
@@ -517,6 +528,7 @@ class LightRAGIndex:
                 await asyncio.to_thread(self._save_sidecars)
             for group in (data, status):  # the status only once all the data it vouches for is written
                 results = await asyncio.gather(*(s.index_done_callback() for s in group), return_exceptions=True)
+                self._row_docs.clear()  # the file vector stores apply their rows when flushed
                 failed = [r for r in results if isinstance(r, BaseException)]
                 for error in failed:
                     if isinstance(error, asyncio.CancelledError):
@@ -535,7 +547,7 @@ class LightRAGIndex:
         processed = await rag.doc_status.get_docs_by_statuses([DocStatus.PROCESSED])
         return set(processed)
 
-    async def query(self, text: str, top_k: int) -> RawResults:
+    async def query(self, text: str, top_k: int, within: Set[str] | None = None) -> RawResults:
         """Three independent searches: chunks by the query, entities by its low-level keywords
         (named exactly, then by vector), relations by its high-level keywords (LightRAG's
         naive/local/global channels).
@@ -558,9 +570,9 @@ class LightRAGIndex:
 
             # The three channels are independent: with server engines their round trips overlap.
             chunk_rows, entity_rows, relation_rows = await asyncio.gather(
-                self._nearest(rag.chunks_vdb, text, top_k, vector_of[text], lambda row: row["id"]),
-                self._nearest(rag.entities_vdb, probes[1], top_k, vector_of[probes[1]], _entity_vdb_id) if low else nothing(),
-                self._nearest(rag.relationships_vdb, probes[2], top_k, vector_of[probes[2]], _relation_vdb_id) if high else nothing(),
+                self._nearest(rag.chunks_vdb, text, top_k, vector_of[text], lambda row: row["id"], within),
+                self._nearest(rag.entities_vdb, probes[1], top_k, vector_of[probes[1]], _entity_vdb_id, within) if low else nothing(),
+                self._nearest(rag.relationships_vdb, probes[2], top_k, vector_of[probes[2]], _relation_vdb_id, within) if high else nothing(),
             )
             # Entities the query names exactly come first: an identifier (a property, a class, an
             # error code) is the strongest evidence there is, and its vector may not be close.
@@ -598,18 +610,17 @@ class LightRAGIndex:
             (f"{a} -> {b}", edges.get((a, b)) or {}, float(row["distance"]))
             for (a, b), row in zip(pairs, relation_rows, strict=True)
         ]
-        lexical_rows = await asyncio.to_thread(self._lexical.search, text, top_k)
+        lexical_rows = await asyncio.to_thread(self._lexical.search, text, top_k, within)
         # The lexical channel holds its chunks' text: no second read of the chunk store.
         lexical = [
             ChunkHit(cid, doc_id, self._lexical.chunk_text(cid), rank, score)
             for rank, (cid, doc_id, score) in enumerate(lexical_rows, start=1)
         ]
-        return RawResults(
-            chunks=chunk_hits,
-            entities=_graph_hits("entity", entities, entity_sources, doc_of),
-            relations=_graph_hits("relation", relations, relation_sources, doc_of),
-            lexical=lexical,
-        )
+        graph_hits = (_graph_hits("entity", entities, entity_sources, doc_of), _graph_hits("relation", relations, relation_sources, doc_of))
+        if within is not None:
+            chunk_hits = [hit for hit in chunk_hits if hit.doc_id in within]
+            graph_hits = tuple([hit for hit in hits if hit.doc_ids <= within] for hits in graph_hits)
+        return RawResults(chunks=chunk_hits, entities=graph_hits[0], relations=graph_hits[1], lexical=lexical)
 
     async def entities_of(self, doc_ids: Sequence[str]) -> list[GraphHit]:
         rag = self._require_open()
@@ -622,11 +633,17 @@ class LightRAGIndex:
         nodes = await rag.chunk_entity_relation_graph.get_nodes_batch(names)
         return _graph_hits("entity", [(name, nodes.get(name) or {}, 0.0) for name in names], sources, doc_of)
 
-    @staticmethod
-    async def _nearest(storage: Any, text: str, top_k: int, vector: Any, vdb_id: Callable[[dict[str, Any]], str]) -> list[dict[str, Any]]:
-        """The ``top_k`` rows nearest ``vector``, each with its cosine similarity as ``distance``
-        (the name LightRAG's file storage gives it). The PostgreSQL storage orders by it but does
-        not return it: there it is computed from the stored vectors."""
+    async def _nearest(
+        self, storage: Any, text: str, top_k: int, vector: Any, vdb_id: Callable[[dict[str, Any]], str], within: Set[str] | None
+    ) -> list[dict[str, Any]]:
+        """The ``top_k`` rows nearest ``vector`` (of the documents ``within``, when given), each with
+        its cosine similarity as ``distance`` (the name LightRAG's file storage gives it). The
+        PostgreSQL storage orders by it but does not return it: there it is computed from the
+        stored vectors."""
+        if within is not None:
+            if isinstance(storage, NanoVectorDBStorage):
+                return await self._nearest_within(storage, top_k, vector, within)
+            return await self._nearest_within_engine(storage, top_k, vector, within)
         rows = await storage.query(text, top_k, query_embedding=vector)
         if all("distance" in row for row in rows):
             return rows
@@ -640,6 +657,59 @@ class LightRAGIndex:
                 cosine = float(found @ query / ((np.linalg.norm(found) * np.linalg.norm(query)) or 1.0))
                 scored.append({**row, "id": row_id, "distance": cosine})
         return scored
+
+    async def _nearest_within(self, storage: Any, top_k: int, vector: Any, within: Set[str]) -> list[dict[str, Any]]:
+        """The file storage's search on the rows of the documents ``within`` only: the same cosine
+        and threshold as its own query, over a masked matrix."""
+        client = await storage.client_storage
+        data, matrix = client["data"], client["matrix"]
+        rows = self._row_docs.get(storage.namespace)
+        if rows is None or rows.data is not data or rows.count != len(data):  # a reload swaps the list
+            rows = self._row_docs[storage.namespace] = _RowDocuments.of(data, self._lexical.doc_of)
+        admitted = np.flatnonzero(rows.admitted(within))
+        if not len(admitted):
+            return []
+        query = np.asarray(vector, dtype=matrix.dtype)
+        query = query / (np.linalg.norm(query) or 1.0)
+        scores = (matrix if len(admitted) == rows.count else matrix[admitted]) @ query
+        k = min(top_k, len(admitted))
+        best = np.argpartition(-scores, k - 1)[:k]
+        best = best[np.argsort(-scores[best], kind="stable")]
+        return [
+            {**{key: value for key, value in data[i].items() if key != "vector" and not key.startswith("__")}, "id": data[i]["__id__"], "distance": float(score)}
+            for i, score in zip(admitted[best], scores[best], strict=True)
+            if score >= storage.cosine_better_than_threshold
+        ]
+
+    async def _nearest_within_engine(self, storage: Any, top_k: int, vector: Any, within: Set[str]) -> list[dict[str, Any]]:
+        """The PostgreSQL storage's search on the rows of the documents ``within`` only: LightRAG's
+        own query with the filter in its WHERE clause, and the HNSW scan told to go on past its
+        first candidates until enough rows pass (otherwise it stops at ``hnsw.ef_search`` rows and
+        a narrow filter leaves almost none)."""
+        if storage.namespace.endswith("chunks"):
+            columns, condition, allowed = "id, content, full_doc_id", "full_doc_id = ANY($3::varchar[])", sorted(within)
+        else:
+            names = "entity_name" if storage.namespace.endswith("entities") else "source_id AS src_id, target_id AS tgt_id"
+            columns, condition, allowed = names, "chunk_ids <@ $3::varchar[] AND cardinality(chunk_ids) > 0", self._lexical.chunks_of(within)
+        if not allowed:
+            return []
+        sql = (
+            f"SELECT {columns}, 1 - (content_vector <=> $2::vector) AS distance FROM {storage.table_name} "
+            f"WHERE workspace = $1 AND {condition} AND content_vector <=> $2::vector < $4 "
+            f"ORDER BY content_vector <=> $2::vector LIMIT $5"
+        )
+        params = (storage.workspace, np.asarray(vector, dtype=np.float32), allowed, 1 - storage.cosine_better_than_threshold, top_k)
+
+        async def search(connection: Any) -> list[Any]:
+            async with connection.transaction():
+                # Past hnsw.max_scan_tuples (20,000) a scan gives up short of top_k: a narrow filter
+                # on a large table may need to look at every row, which is what an exact search costs.
+                await connection.execute("SET LOCAL hnsw.iterative_scan = strict_order")
+                await connection.execute(f"SET LOCAL hnsw.max_scan_tuples = {PG_MAX_SCAN_TUPLES}")
+                return await connection.fetch(sql, *params)
+
+        rows = await storage.db._run_with_retry(search)  # LightRAG's pool, with its retries
+        return [{**dict(row), "distance": float(row["distance"])} for row in rows]
 
     # -- baselines for evaluation runs (never for requests: nothing here is authorized) ----------
 
@@ -702,6 +772,41 @@ class LightRAGIndex:
     async def _doc_of_chunks(self, chunk_ids: list[str]) -> dict[str, str]:
         rows = await self._rag.text_chunks.get_by_ids(chunk_ids) if chunk_ids else []
         return {cid: row["full_doc_id"] for cid, row in zip(chunk_ids, rows, strict=True) if row and row.get("full_doc_id")}
+
+
+@dataclass(frozen=True)
+class _RowDocuments:
+    """The documents behind each row of a file vector store, for masking it: a chunk's own, or
+    those of the chunks an entity or relation was merged from (``source_id``). A row whose chunk
+    leads to no document is never admitted."""
+
+    data: Sequence[dict[str, Any]]  # the rows it was built from (compared by identity)
+    count: int
+    codes: np.ndarray  # the rows' documents, row after row, as numbers (-1: none)
+    starts: np.ndarray  # where each row's documents begin in ``codes``
+    numbers: dict[str, int]
+
+    @classmethod
+    def of(cls, data: Sequence[dict[str, Any]], doc_of_chunk: Callable[[str], str | None]) -> _RowDocuments:
+        numbers: dict[str, int] = {}
+        codes: list[int] = []
+        starts: list[int] = []
+        for row in data:
+            if "full_doc_id" in row:
+                docs = [row["full_doc_id"]]
+            else:
+                docs = [doc_of_chunk(chunk) for chunk in str(row.get("source_id") or "").split(GRAPH_FIELD_SEP) if chunk]
+            starts.append(len(codes))
+            codes += [numbers.setdefault(doc, len(numbers)) if doc else -1 for doc in docs] or [-1]
+        return cls(data, len(data), np.asarray(codes, dtype=np.int64), np.asarray(starts, dtype=np.int64), numbers)
+
+    def admitted(self, within: Set[str]) -> np.ndarray:
+        """A mask of the rows all of whose documents are ``within``."""
+        allowed = np.zeros(len(self.numbers) + 1, dtype=bool)  # the last slot stands for "none"
+        allowed[[self.numbers[doc] for doc in within if doc in self.numbers]] = True
+        if not self.count:
+            return np.zeros(0, dtype=bool)
+        return np.logical_and.reduceat(allowed[self.codes], self.starts)
 
 
 def _title(text: str) -> str:

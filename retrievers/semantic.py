@@ -1,7 +1,9 @@
 """Authorized semantic search: candidates from four channels, authorized, fused through visible
 paths only.
 
-Relevance is not permission. The index answers four independent searches (chunks by BM25 over
+Relevance is not permission. When the sync's pre-filter keys are at hand (authz.prefilter), the
+index searches only the documents the caller may see as far as the last sync knew, so recall holds
+when that is a small share of the corpus. The index answers four independent searches (chunks by BM25 over
 their text and page title, chunks by the query's vector, entities by its low-level keywords,
 relations by its high-level keywords) and expands nothing. Every document those candidates stand
 on is authorized in one batch; an entity or relation is kept only when every document supporting
@@ -22,11 +24,13 @@ import dataclasses
 import math
 import re
 from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from authz import links, policy
+from authz import links, policy, prefilter
 from authz.gate import Gate
+from authz.prefilter import AclFile
 from core import ids
 from core.errors import InvalidArgument
 from navigator.navigator import Navigator
@@ -112,10 +116,15 @@ class SearchResult:
 
 
 class SemanticRetriever:
-    def __init__(self, index: SemanticIndex, navigator: Navigator, candidates: int) -> None:
+    """``acl`` (the keys a sync writes beside the index) lets the index rank only the documents the
+    caller may see, so recall holds when they see a small share of the corpus; without it every
+    document is ranked and the best ``candidates`` per channel are authorized."""
+
+    def __init__(self, index: SemanticIndex, navigator: Navigator, candidates: int, acl: AclFile | None = None) -> None:
         self._index = index
         self._navigator = navigator
         self._candidates = candidates  # per channel, before the relevance floor
+        self._acl = acl
 
     async def search(
         self,
@@ -137,9 +146,13 @@ class SemanticRetriever:
         # The spaces asked for are authorized as asked, whether they exist or not: a missing
         # space and a hidden one look alike, and the gate is always asked.
         candidate_spaces = sorted({ids.space_id(key) for key in spaces}) if spaces else await self._navigator.space_ids()
-        # Every candidate that clears the relevance floor, up to the cap: which of them the caller
-        # may see cannot change which visible ones are considered (A4), short of the cap.
-        raw = await self._index.query(query, self._candidates)
+        # Every candidate that clears the relevance floor, up to the cap, among the documents the
+        # caller may see as far as the last sync knew (A7: everything is still checked below).
+        # Without those keys, which candidates the caller may see cannot change which visible
+        # ones are considered (A4), short of the cap.
+        keys = self._acl.current() if self._acl is not None else None
+        within = await prefilter.admissible(gate, keys, candidate_spaces) if keys is not None else None
+        raw = await self._index.query(query, self._candidates, within)
         chunks, graph = _relevant_candidates(raw, query)
         lexical = raw.lexical
 
@@ -163,7 +176,7 @@ class SemanticRetriever:
         expanded = await self._index.chunks(reached) if reached else []
         known.update((c.chunk_id, c) for c in expanded if c.doc_id in candidates)
         channels = _channels(chunks, lexical, graph, known)
-        bridges = await self._bridges(gate, _fuse(channels), candidates.keys())
+        bridges = await self._bridges(gate, _fuse(channels), candidates.keys(), within)
         if bridges:
             channels.append(bridges)
         ranked = [(r, known[r.chunk_id]) for r in _near_duplicates_grouped(_fuse(channels), known, top_k)]
@@ -187,10 +200,13 @@ class SemanticRetriever:
             relations=[g for g in graph_results if g.kind == "relation"][:graph_limit],
         )
 
-    async def _bridges(self, gate: Gate, fused: Sequence[_Ranked], visible: Collection[str]) -> _Channel | None:
+    async def _bridges(
+        self, gate: Gate, fused: Sequence[_Ranked], visible: Collection[str], within: AbstractSet[str] | None
+    ) -> _Channel | None:
         """The second hop of a multi-hop question: candidates that share a specific entity with the
         best documents found, through entities whose every supporting document is visible (A4).
-        Only candidates already found (and authorized) are ranked here; none is added."""
+        Only candidates already found (and authorized) are ranked here; none is added. Entities
+        standing on documents outside the pre-filter's ``within`` are left out unchecked."""
         seeds = [r.doc_id for r in fused[:BRIDGE_SEEDS]]
         if not seeds:
             return None
@@ -200,7 +216,10 @@ class SemanticRetriever:
         entities = [
             e
             for e in await self._index.entities_of(seeds)
-            if 2 <= len(e.doc_ids) <= MAX_EVIDENCE_DOCS and e.doc_ids & set(seeds) and len(e.doc_ids & chunk_of.keys()) >= 2
+            if 2 <= len(e.doc_ids) <= MAX_EVIDENCE_DOCS
+            and e.doc_ids & set(seeds)
+            and len(e.doc_ids & chunk_of.keys()) >= 2
+            and (within is None or e.doc_ids <= within)
         ]
         outside = sorted({d for e in entities for d in e.doc_ids} - set(visible))
         known = set(visible)

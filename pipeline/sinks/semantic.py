@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.models import Page
+from pipeline.raw_store import StoredPage
 from retrievers.base import IndexDocument, SemanticIndex
 
 
@@ -22,7 +23,7 @@ class IndexSync:
     unchanged: int
 
 
-def index_text(page: Page) -> str:
+def index_text(page: Page | StoredPage) -> str:
     return f"# {page.title}\n\n{page.markdown}"
 
 

@@ -91,6 +91,34 @@ async def test_insert_query_delete_update(opener: Opener) -> None:
         assert await index.indexed_doc_ids() == {"page:1", "page:3"}
 
 
+async def test_a_copy_is_indexed_and_within_narrows_every_channel(opener: Opener) -> None:
+    """A page copied into another space (the same text under another id) is indexed like any
+    page; ``within`` leaves only those documents' chunks in every channel, and only the entities
+    and relations all of whose documents are among them, scored as without it."""
+    copy = IndexDocument("page:4", DOCS[0].text)
+    query = "HiveServer2 JDBC clients Kerberos, Spark Thrift"
+    async with opener("a") as index:
+        await index.upsert([*DOCS, copy])
+        assert await index.indexed_doc_ids() == {"page:1", "page:2", "page:3", "page:4"}
+        everything = await index.query(query, top_k=10)
+        within = frozenset({"page:3", "page:4"})
+        narrowed = await index.query(query, top_k=10, within=within)
+        # Filtered before ranking, not after: the one nearest chunk of page:3 is found at top_k=1
+        # although another page's is nearer.
+        first = await index.query(query, top_k=1, within=frozenset({"page:3"}))
+
+    assert everything.chunks[0].doc_id != "page:3"
+    assert [hit.doc_id for hit in first.chunks] == [hit.doc_id for hit in first.lexical] == ["page:3"]
+    assert {"page:1", "page:4"} <= {hit.doc_id for hit in everything.chunks}
+    scored = [(hit.doc_id, round(hit.score, 4)) for hit in narrowed.chunks]
+    assert scored and scored == [(hit.doc_id, round(hit.score, 4)) for hit in everything.chunks if hit.doc_id in within]
+    assert {hit.doc_id for hit in narrowed.lexical} == within
+    assert "HiveServer2" in {hit.name for hit in everything.entities}  # supported by page:1 and page:2 too
+    graph = [*narrowed.entities, *narrowed.relations]
+    assert graph and all(hit.doc_ids <= within for hit in graph)
+    assert "HiveServer2" not in {hit.name for hit in narrowed.entities}
+
+
 async def test_reopen_persists_and_workspaces_do_not_leak(opener: Opener) -> None:
     async with opener("a") as index:
         await index.upsert(DOCS[:1])

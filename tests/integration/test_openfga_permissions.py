@@ -7,7 +7,7 @@ import pytest
 from authz.base import RelationTuple
 from authz.client import OpenFGAClient
 from authz.gate import Gate
-from authz.tuples import confluence_tuples
+from authz.tuples import anchors, confluence_tuples
 from core.models import Principal
 from core.settings import Settings
 from pipeline.sinks.openfga import sync_tuples
@@ -42,6 +42,18 @@ async def test_restricted_subtree_is_inherited(fga):
     assert await visible(client, "alice", *objects) == set(objects)
     assert await visible(client, "bob", *objects) == {HIVESERVER2}
     assert await visible(client, "carol", *objects, "space:HIVE") == set()
+
+
+async def test_every_page_is_visible_exactly_when_its_anchor_is(fga, services: Settings):
+    """The pre-filter's premise, on the engine: one check per anchor answers every page behind it."""
+    client, _ = fga
+    source = HiveExportSource(services.corpus_dir)
+    anchor_of = anchors("HIVE", await source.pages("HIVE"), await source.permissions())
+    assert len(set(anchor_of.values())) < 20 < len(anchor_of)  # few checks stand for many pages
+    for user in ("alice", "bob", "carol"):
+        gate = Gate(client, Principal(user=user))
+        seen = await gate.visible([*anchor_of, *anchor_of.values()])
+        assert {page for page, anchor in anchor_of.items() if anchor in seen} == {page for page in anchor_of if page in seen}, user
 
 
 async def test_single_user_restriction(fga):

@@ -16,6 +16,7 @@ from rich.console import Console
 
 from authz.client import OpenFGAClient
 from authz.gate import Gate
+from authz.prefilter import ACL_FILE, AclKeys
 from core.errors import ConfigurationError, NotFound
 from core.models import Principal
 from core.settings import GeminiSettings, Settings
@@ -112,6 +113,11 @@ def manifest(settings: Settings) -> dict[str, str]:
     return json.loads((settings.index_dir / "manifest.json").read_text())
 
 
+def acl(settings: Settings) -> dict[str, tuple[str, ...]]:
+    """The pre-filter keys the sync wrote, for the one space: anchor → pages."""
+    return dict(AclKeys.load(settings.index_dir / ACL_FILE).by_space["space:ENG"])
+
+
 async def test_a_full_sync_fills_every_store(own):
     settings, _, _ = own
     report = await sync(settings)
@@ -126,6 +132,7 @@ async def test_a_full_sync_fills_every_store(own):
     async with Neo4jStore(settings.neo4j) as store:
         assert await store.links("page:300") == ["page:101"]  # a LINKS_TO edge from the text's link
     assert set(manifest(settings)) == {"page:100", "page:101", "page:200", "page:201", "page:300"}
+    assert acl(settings) == {"space:ENG": ("page:100", "page:101", "page:300"), "page:200": ("page:200", "page:201")}
     assert report.alt_text_calls == 1
 
 
@@ -179,14 +186,17 @@ async def test_each_kind_of_change_reaches_every_store_and_nothing_else_is_redon
         placed = await store.summaries(["page:101"])
         assert await store.links("page:300") == []  # the edit took the link out of the text
     assert [crumb.id for crumb in placed["page:101"].ancestors] == ["page:300"]
+    assert acl(settings) == {"space:ENG": ("page:101", "page:300"), "page:100": ("page:100",), "page:200": ("page:200",)}
 
 
 async def test_a_permissions_only_pass_touches_tuples_alone(own):
     settings, emulator, _ = own
     emulator.site.add_member("eng-leads", "alice")
     emulator.site.edit_page("100", by="alice", body="<p>changed text that this pass must not fetch</p>")
+    emulator.site.set_read_restrictions("300", users={"alice", "bob"}, groups=set())
     report = await sync(settings, permissions_only=True)
     assert report.sinks.index is None and report.converted == 0
+    assert acl(settings)["page:300"] == ("page:101", "page:300")  # the pre-filter's keys follow the tuples
     assert await visible(settings, "alice", "200") == {"page:200"}
     async with RawStore.for_settings(settings) as store:
         handbook = next(p for p in await store.pages() if p.page_id == "100")

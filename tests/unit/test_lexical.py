@@ -35,6 +35,15 @@ def test_nothing_for_words_no_chunk_holds_or_stopwords_alone() -> None:
     assert LexicalIndex().search("metastore", 5) == []
 
 
+def test_within_searches_only_the_chunks_of_those_documents_with_their_own_scores() -> None:
+    index = LexicalIndex(ENTRIES)
+    everything = index.search("metastore", 5)
+    assert {doc for _, doc, _ in everything} == {"page:a", "page:c"}
+    assert index.search("metastore", 5, within={"page:c", "page:unknown"}) == [hit for hit in everything if hit[1] == "page:c"]
+    assert index.search("metastore", 5, within=set()) == []
+    assert index.doc_of("a-0") == "page:a" and index.doc_of("nowhere") is None
+
+
 def test_replace_drops_every_chunk_of_a_document(tmp_path: Path) -> None:
     index = LexicalIndex(ENTRIES)
     assert {doc for _, doc, _ in index.search("metastore", 5)} == {"page:a", "page:c"}

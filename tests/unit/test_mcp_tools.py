@@ -111,7 +111,7 @@ async def test_entities_backed_by_too_many_documents_are_left_out_unchecked():
     from retrievers.semantic import MAX_EVIDENCE_DOCS
 
     class HubIndex:
-        async def query(self, text, top_k):
+        async def query(self, text, top_k, within=None):
             hub = frozenset(f"page:{n}" for n in range(100, 101 + MAX_EVIDENCE_DOCS))
             return RawResults(chunks=[], entities=[GraphHit("entity", "Hive", "everywhere", hub, 1, score=1.0)], relations=[])
 

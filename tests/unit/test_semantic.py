@@ -8,6 +8,7 @@ import dataclasses
 from authz.base import Check
 from authz.fake import FakeAuthorizer
 from authz.gate import Gate
+from authz.prefilter import AclFile, AclKeys
 from core.models import Page, Principal, Space
 from navigator.fake import FakeNavigatorStore
 from navigator.navigator import Navigator
@@ -79,7 +80,7 @@ class Scored:
     def __init__(self, chunks):
         self._chunks = chunks
 
-    async def query(self, text, top_k):
+    async def query(self, text, top_k, within=None):
         from retrievers.base import RawResults
 
         return RawResults(chunks=self._chunks, entities=[], relations=[])
@@ -114,7 +115,7 @@ async def test_an_entity_whose_name_points_at_a_hidden_page_is_never_named():
     from retrievers.base import ChunkHit, GraphHit, RawResults
 
     class Junk(Scored):
-        async def query(self, text, top_k):
+        async def query(self, text, top_k, within=None):
             name = "Plan](page:2"  # extraction noise from "[Plan](page:2)" on a visible page
             hit = GraphHit("entity", name, "see page:2", frozenset({"page:1"}), 1, ("c1",), 0.9)
             return RawResults(chunks=self._chunks, entities=[hit], relations=[])
@@ -255,3 +256,63 @@ async def test_labels_time_and_kind_narrow_the_candidates_before_ranking():
         await semantic.search(everyone, "compaction", kinds=["blog"])
     with pytest.raises(InvalidArgument, match="labels"):
         await semantic.search(everyone, "compaction", labels=[""])
+
+
+HIDDEN = Space(key="H", name="Hidden", url="h")
+
+
+async def crowded(tmp_path, candidates: int = 2):
+    """Twelve hidden pages match "metastore compaction schedule" better than the one page bob may see in
+    space S; page:102 in S is restricted (its own anchor) and page:103 stands behind it."""
+    store = FakeNavigatorStore()
+    hidden = [Page(page_id=str(200 + n), space_key="H", title=f"H{n}", parent_id=None, position=n, url=f"h/{n}", markdown="Metastore compaction schedule, Metastore compaction schedule.") for n in range(12)]
+    mine = [
+        Page(page_id="101", space_key="S", title="Notes", parent_id=None, position=0, url="u/101", markdown="Notes on the metastore and its compaction."),
+        Page(page_id="102", space_key="S", title="Restricted", parent_id=None, position=1, url="u/102", markdown="Metastore compaction plans."),
+        Page(page_id="103", space_key="S", title="Below", parent_id="102", position=0, url="u/103", markdown="Metastore compaction details."),
+    ]
+    await store.sync_space(SPACE, mine)
+    await store.sync_space(HIDDEN, hidden)
+    index = FakeSemanticIndex()
+    await index.upsert([IndexDocument(p.id, p.markdown) for p in [*hidden, *mine]])
+    AclKeys.of(
+        {"space:S": {"page:101": "space:S", "page:102": "page:102", "page:103": "page:102"}, "space:H": {p.id: "space:H" for p in hidden}}
+    ).save(tmp_path / "acl.json")
+    navigator = Navigator(store)
+    return SemanticRetriever(index, navigator, candidates), SemanticRetriever(index, navigator, candidates, AclFile(tmp_path / "acl.json"))
+
+
+async def test_the_prefilter_finds_what_a_user_sees_when_hidden_pages_match_better(tmp_path):
+    post, pre = await crowded(tmp_path)
+    assert (await post.search(bob("page:101"), "metastore compaction schedule")).hits == []  # the best candidates were hidden
+    assert [h.id for h in (await pre.search(bob("page:101"), "metastore compaction schedule")).hits] == ["page:101"]
+
+
+async def test_the_prefilter_asks_about_spaces_then_the_restricted_anchors_of_visible_ones(tmp_path):
+    _, pre = await crowded(tmp_path)
+    gate = bob("page:101", "page:102", "page:103")
+    result = await pre.search(gate, "metastore compaction")
+    assert {h.id for h in result.hits} == {"page:101", "page:102", "page:103"}
+    calls = gate.authorizer.calls
+    assert [sorted(c.object for c in batch) for batch in calls[:2]] == [["space:H", "space:S"], ["page:102"]]
+    assert not [c for batch in calls for c in batch if c.object.startswith("page:2")]  # nothing of the hidden space is ranked or checked
+
+
+async def test_keys_older_than_the_permissions_cost_recall_and_never_show_a_hidden_page(tmp_path):
+    _, pre = await crowded(tmp_path)
+    # The keys put page:103 behind page:102: when bob may see page:103 and not page:102 (a
+    # restriction changed since the sync), page:103 is missed, not wrongly shown...
+    assert [h.id for h in (await pre.search(bob("page:101", "page:103"), "metastore compaction")).hits] == ["page:101"]
+    # ...and a page the keys admit is still checked live: page:102 admitted, then denied.
+    gate = Gate(FakeAuthorizer([Check("user:bob", "viewer", o) for o in ("space:S", "page:101", "page:102")]), Principal(user="bob"))
+    AclKeys.of({"space:S": {"page:101": "space:S", "page:102": "space:S", "page:103": "space:S"}}).save(tmp_path / "acl.json")
+    assert {h.id for h in (await pre.search(gate, "metastore compaction")).hits} == {"page:101", "page:102"}
+
+
+def test_the_keys_are_read_again_when_a_sync_rewrites_them(tmp_path):
+    acl = AclFile(tmp_path / "acl.json")
+    assert acl.current() is None
+    AclKeys.of({"space:S": {"page:1": "space:S"}}).save(tmp_path / "acl.json")
+    assert acl.current() == AclKeys.of({"space:S": {"page:1": "space:S"}})
+    AclKeys.of({"space:S": {"page:1": "page:1", "page:2": "page:1"}}).save(tmp_path / "acl.json")
+    assert acl.current().by_space == {"space:S": {"page:1": ("page:1", "page:2")}}

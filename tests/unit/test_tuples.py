@@ -4,7 +4,7 @@ import pytest
 
 from authz.base import Condition
 from authz.base import RelationTuple as T
-from authz.tuples import confluence_tuples, grant_tuple, guards, holds_live_grant, page_tuples
+from authz.tuples import anchors, confluence_tuples, grant_tuple, guards, holds_live_grant, page_tuples
 from core.errors import InvalidArgument, SourceError
 from core.models import Page, Permissions, Principal
 from devstack.atlassian.export import synthetic_hive_permissions
@@ -47,6 +47,20 @@ def test_each_page_is_guarded_by_its_nearest_restricting_or_unclassified_ancesto
     assert below_unclassified["7"] == "5"
     tuples = confluence_tuples("S", tree, perms)
     assert T("page:2", "guard", "page:5") in tuples and T("user:*", "unguarded", "page:6") in tuples
+
+
+def test_a_page_is_anchored_to_itself_when_restricted_or_unclassified_else_to_its_guard_or_space():
+    tree = [page("1", None), page("2", "1"), page("3", "2"), page("4", "3"), page("5", "4"), page("6", "1", position=1)]
+    restrictions = {"1": (), "2": ("user:bob",), "3": (), "4": (), "6": ()}  # 5 is unclassified
+    perms = PERMS.model_copy(update={"page_restrictions": restrictions})
+    assert anchors("S", tree, perms) == {
+        "page:1": "space:S",
+        "page:2": "page:2",
+        "page:3": "page:2",
+        "page:4": "page:2",
+        "page:5": "page:5",
+        "page:6": "space:S",
+    }
 
 
 def test_confluence_tuples_include_groups_and_space_viewers():
