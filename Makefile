@@ -34,10 +34,10 @@ test-unit: install
 eval: install
 	$(BIN)/wayfinder eval
 
-# Recall when a user may see 5%, 1% or 0.3% of a corpus of 21,546 chunks (the Hive space and 17
+# Recall when a user may see 5%, 1% or 0.3% of a corpus of 21,393 chunks (the Hive space and 17
 # copies in 136 spaces): search with the pre-filter, with post-filtering only, and on an index of
 # the user's pages alone, side by side; report in .wayfinder/reports/bench-semantic.json. Own
-# stack; the first run indexes 5,490 pages (about an hour), later runs reuse them.
+# stack; the first run indexes 5,490 pages (about 100 minutes), later runs reuse them.
 bench-semantic: install
 	$(BIN)/wayfinder bench-semantic
 
