@@ -11,8 +11,8 @@ the visible anchors.
 This narrows candidates and decides nothing: every document the index then returns is checked
 live, page and space, exactly as without it. Keys older than OpenFGA's tuples (a restriction
 changed since the last sync) may drop a document the user may now see (recall) or admit one they
-may not, which the live check then denies; they never show one. The answers are the gate's, asked in the request's own batches and recorded with its
-other checks.
+may not, which the live check then denies; they never show one. The answers are the gate's,
+asked in the request's own batches and recorded with its other checks.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from authz.gate import Gate
+from core.files import write_atomically
 
 ACL_FILE = "acl.json"
 # Restricted anchors checked per search at most (ten OpenFGA batches): a site with more restricted
@@ -48,9 +49,7 @@ class AclKeys:
         return cls({space: {a: tuple(docs) for a, docs in anchors.items()} for space, anchors in grouped.items()})
 
     def save(self, path: Path) -> None:
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"spaces": {s: {a: list(d) for a, d in anchors.items()} for s, anchors in self.by_space.items()}}))
-        tmp.replace(path)
+        write_atomically(path, json.dumps({"spaces": {s: {a: list(d) for a, d in anchors.items()} for s, anchors in self.by_space.items()}}))
 
     @classmethod
     def load(cls, path: Path) -> AclKeys:

@@ -19,6 +19,8 @@ import bm25s
 import numpy as np
 import Stemmer
 
+from core.files import write_atomically
+
 _STEMMER = Stemmer.Stemmer("english")
 
 
@@ -69,9 +71,7 @@ class LexicalIndex:
             return None
 
     def save(self, path: Path) -> None:
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"chunks": {cid: [e.doc_id, e.text] for cid, e in self._entries.items()}}))
-        tmp.replace(path)
+        write_atomically(path, json.dumps({"chunks": {cid: [e.doc_id, e.text] for cid, e in self._entries.items()}}))
 
     def chunks_of(self, docs: Collection[str]) -> list[str]:
         """The ids of the chunks of ``docs``, in order."""

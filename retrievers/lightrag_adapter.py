@@ -55,6 +55,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from core.errors import ConfigurationError, IndexError_, InvalidArgument
+from core.files import write_atomically
 from core.providers.base import Embedder, Extractor
 from core.providers.local import LocalEmbedder, RegexTokenizer
 from core.settings import LightRAGSettings, Neo4jSettings, PostgresSettings
@@ -299,9 +300,7 @@ class LightRAGIndex:
     def _save_sidecars(self) -> None:
         """What Wayfinder keeps beside LightRAG's storages, written with them."""
         self._lexical.save(self._lexical_path)
-        tmp = self._extraction_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"extracted_by": self._extracted_by}, sort_keys=True))
-        tmp.replace(self._extraction_path)
+        write_atomically(self._extraction_path, json.dumps({"extracted_by": self._extracted_by}, sort_keys=True))
 
     async def _lexical_entries(self, doc_ids: Sequence[str], titles: dict[str, str] | None = None) -> dict[str, LexicalEntry]:
         """The chunks of these (processed) documents, each preceded by its page's title: from

@@ -3,8 +3,8 @@ paths only.
 
 Relevance is not permission. When the sync's pre-filter keys are at hand (authz.prefilter), the
 index searches only the documents the caller may see as far as the last sync knew, so recall holds
-when that is a small share of the corpus. The index answers four independent searches (chunks by BM25 over
-their text and page title, chunks by the query's vector, entities by its low-level keywords,
+when that is a small share of the corpus. The index answers four independent searches (chunks by
+BM25 over their text and page title, chunks by the query's vector, entities by its low-level keywords,
 relations by its high-level keywords) and expands nothing. Every document those candidates stand
 on is authorized in one batch; an entity or relation is kept only when every document supporting
 it is visible (DESIGN.md A4), and only then are its chunks fetched. So a hidden page never selects

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.files import write_atomically
 from core.models import Page
 from pipeline.raw_store import StoredPage
 from retrievers.base import IndexDocument, SemanticIndex
@@ -43,9 +44,7 @@ class Manifest:
         return json.loads(self._path.read_text())
 
     def save(self, entries: dict[str, str]) -> None:
-        tmp = self._path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(entries, sort_keys=True, indent=0))
-        tmp.replace(self._path)
+        write_atomically(self._path, json.dumps(entries, sort_keys=True, indent=0))
 
 
 async def sync_index(
