@@ -144,6 +144,7 @@ with _contained_import():
     from lightrag.prompt import PROMPTS
     from lightrag.chunker.token_size import chunking_by_token_size
     from lightrag.utils import EmbeddingFunc, Tokenizer, compute_mdhash_id, make_relation_chunk_key, make_relation_vdb_ids
+    from lightrag.utils import sanitize_text_for_encoding
     from lightrag.utils import logger as _lightrag_logger
 
 # A page copied into another space has the text of the original and permissions of its own; LightRAG
@@ -465,7 +466,8 @@ class LightRAGIndex:
         if not status or status.get("status") != DocStatus.PROCESSED:
             return False
         stored = await self._rag.full_docs.get_by_id(doc.doc_id)
-        return bool(stored) and stored.get("content") == doc.text
+        # LightRAG keeps the text as it cleans it on insert (stripped, HTML entities resolved).
+        return bool(stored) and stored.get("content") == sanitize_text_for_encoding(doc.text)
 
     async def _raise_on_failures(self, doc_ids: list[str]) -> None:
         for doc_id in doc_ids:

@@ -223,3 +223,20 @@ def test_import_ignores_dotenv_and_keeps_root_logger(tmp_path: Path) -> None:
     assert leaked == "None"
     assert top_k != "1"
     assert int(root_level) == logging.WARNING
+
+
+async def test_an_unchanged_page_is_not_indexed_again(tmp_path: Path, embedder: LocalEmbedder) -> None:
+    """Pages as a source gives them (a trailing line break, an HTML entity) are stored as LightRAG
+    cleans them; upserting them again unchanged asks nothing of the extractor, a changed one is redone."""
+    docs = [IndexDocument(d.doc_id, d.text + " Tom &amp; Jerry.\n") for d in DOCS]
+    witness = Witness()
+    async with LightRAGIndex(LightRAGSettings(workspace="test"), tmp_path, embedder, witness) as index:
+        await index.upsert(docs)
+    assert witness.asked
+    witness = Witness()
+    async with LightRAGIndex(LightRAGSettings(workspace="test"), tmp_path, embedder, witness) as index:
+        await index.upsert(docs)
+        assert witness.asked == [] and witness.hinted == []
+        await index.upsert([*docs[:2], IndexDocument("page:3", "Apache Spark now reads Iceberg tables.")])
+        assert await index.indexed_doc_ids() == {"page:1", "page:2", "page:3"}
+    assert witness.asked and all("Iceberg" in text for text in witness.asked)
