@@ -1,8 +1,10 @@
-"""Markdown helpers shared by fetch and chunking: sections by heading, slugs, token estimates."""
+"""Markdown helpers shared by fetch and chunking: sections by heading, slugs, token estimates,
+titles as paths name them."""
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 
 _HEADING = re.compile(r"^(?P<hashes>#{1,6})\s+(?P<title>.+?)\s*#*\s*$")
@@ -25,6 +27,11 @@ _PAGE_REFERENCE = re.compile(
 )
 _ENCODED = re.compile(r"&amp;|%3d|%2f", re.IGNORECASE)
 _DECODED = {"&amp;": "&", "%3d": "=", "%2f": "/"}
+
+
+def title_key(title: str) -> str:
+    """A title as a path names it: case, width and runs of whitespace do not matter."""
+    return " ".join(unicodedata.normalize("NFKC", title).casefold().split())
 
 
 def estimate_tokens(text: str) -> int:

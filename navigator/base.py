@@ -56,6 +56,16 @@ class NavigatorStore(Protocol):
         """Children of a space (its root pages) or a page, by position, after position ``after``."""
         ...
 
+    async def children_of(self, parent_ids: Sequence[str], limit: int) -> list[tuple[str, ChildPage]]:
+        """(parent, child) for the children of several spaces or pages: ordered by parent id, then
+        tree order; at most ``limit`` rows, so only the last parent listed may be cut short."""
+        ...
+
+    async def titled(self, key: str, space_id: str | None, limit: int) -> list[str]:
+        """Ids of up to ``limit`` pages whose :func:`core.text.title_key` is ``key`` (in one space
+        when ``space_id`` is given), in id order."""
+        ...
+
     async def position(self, parent_id: str, page_id: str) -> int | None:
         """Position of ``page_id`` under ``parent_id`` (a space or a page), None if it is not a child."""
         ...

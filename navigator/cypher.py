@@ -10,6 +10,7 @@ for the images a page shows. Ids are Wayfinder's typed ids ("space:HIVE", "page:
 SCHEMA = (
     "CREATE CONSTRAINT space_id IF NOT EXISTS FOR (s:Space) REQUIRE s.id IS UNIQUE",
     "CREATE CONSTRAINT page_id IF NOT EXISTS FOR (p:Page) REQUIRE p.id IS UNIQUE",
+    "CREATE INDEX page_title_key IF NOT EXISTS FOR (p:Page) ON (p.title_key)",
 )
 
 MERGE_SPACE = """
@@ -22,7 +23,7 @@ MERGE_PAGES = """
 UNWIND $pages AS row
 MATCH (s:Space {id: row.space_id})
 MERGE (p:Page {id: row.id})
-SET p.title = row.title, p.url = row.url, p.markdown = row.markdown, p.space_id = row.space_id, p.digest = row.digest,
+SET p.title = row.title, p.title_key = row.title_key, p.url = row.url, p.markdown = row.markdown, p.space_id = row.space_id, p.digest = row.digest,
     p.labels = row.labels, p.updated_at = row.updated_at
 MERGE (s)-[:HAS_PAGE]->(p)
 WITH p, row, s
@@ -85,6 +86,27 @@ WITH c, r WHERE r.position > $after
 RETURN c.id AS id, c.title AS title, c.url AS url, c.space_id AS space_id, r.position AS position
 ORDER BY r.position
 LIMIT $limit
+"""
+
+# The children of several spaces or pages, each parent's in tree order; at most $limit rows, so
+# only the last parent listed may have more children than it shows.
+CHILDREN_OF = """
+UNWIND $ids AS parent
+CALL (parent) {
+  MATCH (:Space {id: parent})-[r:ROOT_PAGE]->(c:Page) RETURN c, r
+  UNION
+  MATCH (:Page {id: parent})-[r:PARENT_OF]->(c:Page) RETURN c, r
+}
+RETURN parent, c.id AS id, c.title AS title, c.url AS url, c.space_id AS space_id, r.position AS position
+ORDER BY parent, position
+LIMIT $limit
+"""
+
+# Pages by title as a path names it (core.text.title_key), optionally in one space.
+PAGES_TITLED = """
+MATCH (p:Page {title_key: $key})
+WHERE $space_id IS NULL OR p.space_id = $space_id
+RETURN p.id AS id ORDER BY p.id LIMIT $limit
 """
 
 # Position of a page among its siblings (resumes list_children after a visible child).

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from core.models import Image, Page, Space
+from core.text import title_key
 from navigator.base import ChildPage, Crumb, PageContent, PageSummary
 
 
@@ -38,6 +39,14 @@ class FakeNavigatorStore:
             for p in self._children_of(node_id)
             if p.position > after
         ][:limit]
+
+    async def children_of(self, parent_ids: Sequence[str], limit: int) -> list[tuple[str, ChildPage]]:
+        rows = [(parent, child) for parent in sorted(set(parent_ids)) for child in await self.children(parent, -1, 10**9)]
+        return rows[:limit]
+
+    async def titled(self, key: str, space_id: str | None, limit: int) -> list[str]:
+        found = (p.id for p in self._pages.values() if title_key(p.title) == key and space_id in (None, f"space:{p.space_key}"))
+        return sorted(found)[:limit]
 
     async def position(self, parent_id: str, page_id: str) -> int | None:
         return next((c.position for c in await self.children(parent_id, -1, 10**9) if c.id == page_id), None)

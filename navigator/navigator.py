@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -12,19 +14,50 @@ from authz import links, policy
 from authz.gate import Gate
 from core import ids
 from core.errors import InvalidArgument, NotFound
-from core.text import estimate_tokens, sections
+from core.models import Space
+from core.text import estimate_tokens, sections, title_key
 from navigator.base import ChildPage, Crumb, NavigatorStore, PageSummary
 
 MAX_CHILDREN_LIMIT = 200
 CHILD_REFILL = 50
 MAX_SECTION_CHARS = 200
 MAX_CURSOR_CHARS = 512
+MAX_TREE_DEPTH = 3
+MAX_TREE_LIMIT = 200
+# Children read (and authorized) per level of a tree at most; a parent whose children were not
+# all read has no child count.
+TREE_ROWS = 1000
+MAX_PATH_CHARS = 1000
+MAX_PATH_MATCHES = 20  # pages a path's last title may name before the rest of the path narrows them
 
 
 @dataclass(frozen=True)
 class ChildrenPage:
     items: list[ChildPage]
     next_cursor: str | None
+
+
+@dataclass
+class TreeNode:
+    id: str
+    title: str
+    url: str
+    child_count: int | None = None  # visible children; None when there were too many to count
+    children: list[TreeNode] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Tree:
+    root: TreeNode
+    truncated: bool  # nodes left out for the limit, or children too many to read
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """What a title path names: one node, or the visible candidates when it names several."""
+
+    id: str | None
+    candidates: list[dict[str, object]]
 
 
 @dataclass(frozen=True)
@@ -132,6 +165,129 @@ class Navigator:
         if image is None or not await policy.visible_pages(gate, summaries):
             raise NotFound(image_id)
         return ImageView(image.id, f"page:{image.page_id}", image.filename, image.media_type, image.alt_text, image.data)
+
+    async def get_ancestors(self, gate: Gate, node_id: str) -> list[Crumb]:
+        """The path from the root (the space) down to the parent of ``node_id``. Every node of it
+        is visible: it starts below the lowest hidden ancestor if there is one (A3)."""
+        kind, _ = ids.parse(node_id)
+        if kind == "space":
+            await self._space(gate, node_id)
+            return []
+        if kind != "page":
+            raise InvalidArgument(f"get_ancestors takes a page or space id, got {node_id!r}")
+        summaries = await self._store.summaries([node_id])
+        summary = (await policy.visible_pages(gate, summaries, also=[] if summaries else [node_id])).get(node_id)
+        if summary is None:
+            raise NotFound(node_id)
+        whole = summaries[node_id].ancestors
+        if len(summary.ancestors) < len(whole):  # cut below a hidden ancestor: the space is not on this path
+            return list(summary.ancestors)
+        space = await self._space(gate, summary.space_id)
+        return [Crumb(space.id, space.name), *summary.ancestors]
+
+    async def get_tree(self, gate: Gate, node_id: str, depth: int, limit: int) -> Tree:
+        """The subtree under a space or page, ``depth`` levels down and at most ``limit`` nodes
+        below the root (shallow levels first), hidden pages left out with everything under them.
+        Each node's ``child_count`` counts its visible children. One round trip to the
+        authorizer per level read."""
+        kind, _ = ids.parse(node_id)
+        if kind not in ("space", "page"):
+            raise InvalidArgument(f"get_tree takes a page or space id, got {node_id!r}")
+        if not isinstance(depth, int) or not 1 <= depth <= MAX_TREE_DEPTH:
+            raise InvalidArgument(f"depth must be between 1 and {MAX_TREE_DEPTH}, got {depth!r}")
+        if not isinstance(limit, int) or not 1 <= limit <= MAX_TREE_LIMIT:
+            raise InvalidArgument(f"limit must be between 1 and {MAX_TREE_LIMIT}, got {limit!r}")
+
+        # Read the root and its children first, then authorize them in one batch.
+        rows = await self._store.children_of([node_id], TREE_ROWS)
+        below = [obj for _, child in rows for obj in (child.id, child.space_id)]
+        if kind == "space":
+            space = next((s for s in await self._store.spaces() if s.id == node_id), None)
+            shown = await gate.visible([node_id, *below])
+            if space is None or node_id not in shown:
+                raise NotFound(node_id)
+            root = TreeNode(node_id, space.name, space.url)
+        else:
+            summaries = await self._store.summaries([node_id])
+            summary = (await policy.visible_pages(gate, summaries, also=below if summaries else [node_id])).get(node_id)
+            if summary is None:
+                raise NotFound(node_id)
+            root = TreeNode(node_id, summary.title, summary.url)
+
+        nodes, frontier, budget, truncated = {node_id: root}, [node_id], limit, False
+        for level in range(1, depth + 2):  # the level below the last one shown is read for the counts
+            if level > 1:
+                rows = await self._store.children_of(frontier, TREE_ROWS)
+            cut = rows[-1][0] if len(rows) >= TREE_ROWS else None  # this parent and later ones were not read whole
+            truncated = truncated or cut is not None
+            shown = await gate.visible(obj for _, child in rows for obj in (child.id, child.space_id))
+            kids: dict[str, list[ChildPage]] = {}
+            for parent, child in rows:
+                if child.id in shown and child.space_id in shown:
+                    kids.setdefault(parent, []).append(child)
+            for parent in frontier:
+                nodes[parent].child_count = None if cut is not None and parent >= cut else len(kids.get(parent, ()))
+            if level > depth:
+                break
+            next_frontier = []
+            for parent in frontier:  # tree order, so the limit keeps the first nodes of each level
+                for child in kids.get(parent, ()):
+                    if budget == 0:
+                        truncated = True
+                        break
+                    node = nodes[child.id] = TreeNode(child.id, child.title, child.url)
+                    nodes[parent].children.append(node)
+                    next_frontier.append(child.id)
+                    budget -= 1
+            frontier = next_frontier
+            if not frontier:
+                break
+        return Tree(root, truncated)
+
+    async def resolve_path(self, gate: Gate, path: str) -> Resolved:
+        """The page (or space) a title path names: ``"HIVE/LanguageManual/LanguageManual DDL"``
+        or, in any space, ``"Home/Apache Hive 4.0.X"``. Each title is a child of the one before;
+        the first need not be a root page. Case, width and whitespace do not matter; write a
+        ``/`` inside a title as ``\\/``. A path through a page the caller cannot see names nothing:
+        hidden and absent are the same not found."""
+        if not isinstance(path, str) or not 0 < len(path) <= MAX_PATH_CHARS:
+            raise InvalidArgument(f"path must be 1 to {MAX_PATH_CHARS} characters")
+        segments = [title_key(part.replace("\\/", "/")) for part in re.split(r"(?<!\\)/", path.strip().strip("/"))]
+        if not all(segments):
+            raise InvalidArgument(f"path {path.strip()[:80]!r} has an empty title; separate titles with one '/'")
+        spaces = await self._store.spaces()
+        space = next((s for s in spaces if s.key.casefold() == segments[0]), None)
+        if space is not None:
+            segments = segments[1:]
+            if not segments:
+                await self._space(gate, space.id)
+                return Resolved(space.id, [{"id": space.id, "title": space.name, "url": space.url, "breadcrumb": []}])
+        found = await self._store.titled(segments[-1], space.id if space else None, MAX_PATH_MATCHES)
+        summaries = await self._store.summaries(found)
+        # The authorizer is asked once whether or not a page has the title, so neither the answer
+        # nor its timing tells a hidden title from an absent one.
+        shown = await policy.visible_pages(gate, summaries, also=[space.id] if space else [s.id for s in spaces[:1]])
+        matches = [
+            summary
+            for summary in shown.values()
+            if len(summary.ancestors) >= len(segments) - 1  # every titled node on the path is visible
+            and [title_key(c.title) for c in summary.ancestors[len(summary.ancestors) - len(segments) + 1 :]] == segments[:-1]
+        ]
+        if not matches:
+            raise NotFound(path.strip()[:200])
+        matches.sort(key=lambda s: (len(s.ancestors), s.id))
+        candidates = [
+            {"id": m.id, "title": m.title, "url": m.url, "breadcrumb": [dataclasses.asdict(c) for c in m.ancestors]} for m in matches
+        ]
+        return Resolved(matches[0].id if len(matches) == 1 else None, candidates)
+
+    async def _space(self, gate: Gate, space_id: str) -> Space:
+        """The space, if the caller may see it; NotFound otherwise (asked like any other id)."""
+        space = next((s for s in await self._store.spaces() if s.id == space_id), None)
+        await gate.require(space_id)
+        if space is None:
+            raise NotFound(space_id)
+        return space
 
     async def placed(self, page_ids: Sequence[str]) -> dict[str, PageSummary]:
         """Where pages sit (space, ancestors), unauthorized: for callers that authorize them in a

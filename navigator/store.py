@@ -16,6 +16,7 @@ from neo4j import AsyncGraphDatabase
 from core.errors import ConfigurationError, NavigatorUnavailable
 from core.models import Image, Page, Space
 from core.settings import Neo4jSettings
+from core.text import title_key
 from navigator import cypher
 from navigator.base import ChildPage, Crumb, PageContent, PageSummary
 
@@ -102,6 +103,7 @@ class Neo4jStore:
                 "id": page.id,
                 "space_id": space.id,
                 "title": page.title,
+                "title_key": title_key(page.title),
                 "url": page.url,
                 "markdown": page.markdown,
                 "position": page.position,
@@ -173,6 +175,13 @@ class Neo4jStore:
     async def children(self, node_id: str, after: int, limit: int) -> list[ChildPage]:
         rows = await self._read(cypher.CHILDREN, id=node_id, after=after, limit=limit)
         return [ChildPage(**row) for row in rows]
+
+    async def children_of(self, parent_ids: Sequence[str], limit: int) -> list[tuple[str, ChildPage]]:
+        rows = await self._read(cypher.CHILDREN_OF, ids=list(parent_ids), limit=limit)
+        return [(row.pop("parent"), ChildPage(**row)) for row in rows]
+
+    async def titled(self, key: str, space_id: str | None, limit: int) -> list[str]:
+        return [row["id"] for row in await self._read(cypher.PAGES_TITLED, key=key, space_id=space_id, limit=limit)]
 
     async def position(self, parent_id: str, page_id: str) -> int | None:
         rows = await self._read(cypher.POSITION, id=page_id, parent_id=parent_id)

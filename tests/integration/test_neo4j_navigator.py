@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from core.models import Page, Space
+from authz.client import OpenFGAClient
+from authz.gate import Gate
+from core.errors import NotFound
+from core.models import Page, Principal, Space
 from core.settings import Settings
+from navigator.navigator import Navigator
 from navigator.store import Neo4jStore
+from tests.conftest import CORPUS
 
 SPACE = Space(key="NAVT", name="Navigation test", url="u")
 
@@ -85,3 +92,52 @@ async def test_a_sync_writes_only_what_changed_and_links_reach_pages_that_arrive
     moved = TREE[3].model_copy(update={"parent_id": "900002"})  # a move is a change too
     assert await store.sync_space(SPACE, [TREE[0], edited, TREE[2], moved, linking, target]) == 1
     assert [c.id for c in await store.children("page:900002", -1, 10)] == ["page:900004"]
+
+
+async def test_the_tree_tools_on_the_real_stack_stop_at_hidden_pages(indexed, services: Settings, hive_slice):
+    """get_ancestors, get_tree and resolve_path with the real gate over the synced slice: bob is
+    not a committer, so the DesignDocs subtree (restricted to committers) does not exist for him."""
+    site = hive_slice.site
+    design_docs = site.pages["27362075"]
+    child = site.children("27362075")[0]
+    grandchild = next(p for p in site.pages.values() if p.parent_id and site.pages[p.parent_id].parent_id == "27362075")
+    async with OpenFGAClient(services.openfga) as authorizer, Neo4jStore(services.neo4j) as store:
+        navigator = Navigator(store)
+
+        def gate(user: str) -> Gate:
+            return Gate(authorizer, Principal(user=user))
+
+        path = f"HIVE/{design_docs.title}/{child.title}"
+        assert (await navigator.resolve_path(gate("alice"), path.upper())).id == f"page:{child.id}"
+        ancestors = await navigator.get_ancestors(gate("alice"), f"page:{grandchild.id}")
+        assert [c.id for c in ancestors] == ["space:HIVE", "page:27362075", f"page:{grandchild.parent_id}"]
+        alice_tree = await navigator.get_tree(gate("alice"), "space:HIVE", depth=1, limit=200)
+        bob_tree = await navigator.get_tree(gate("bob"), "space:HIVE", depth=1, limit=200)
+        assert "page:27362075" in [c.id for c in alice_tree.root.children]
+        assert "page:27362075" not in [c.id for c in bob_tree.root.children]
+        assert bob_tree.root.child_count == alice_tree.root.child_count - 1 == len(bob_tree.root.children)
+
+        failures = []
+        for call in (
+            navigator.resolve_path(gate("bob"), path),
+            navigator.resolve_path(gate("bob"), f"HIVE/{design_docs.title}"),
+            navigator.resolve_path(gate("bob"), "HIVE/No such page here"),
+            navigator.get_ancestors(gate("bob"), f"page:{grandchild.id}"),
+            navigator.get_tree(gate("bob"), "page:27362075", depth=1, limit=10),
+        ):
+            with pytest.raises(NotFound) as caught:
+                await call
+            failures.append(type(caught.value))
+        assert set(failures) == {NotFound}
+
+
+async def test_the_navigation_questions_of_the_slice_are_answered_exactly(indexed, services: Settings):
+    """The dev set's 'children' questions whose pages the slice holds, through get_tree (bob sees
+    every page they name, the one restricted to him included)."""
+    questions = [json.loads(line) for line in (CORPUS / "questions_dev.jsonl").read_text().splitlines() if line.strip()]
+    asked = [q for q in questions if q["kind"] == "navigation" and q["nav"]["node"] in ("27362076", "27362087")]
+    assert len(asked) == 2
+    async with OpenFGAClient(services.openfga) as authorizer, Neo4jStore(services.neo4j) as store:
+        for question in asked:
+            tree = await Navigator(store).get_tree(Gate(authorizer, Principal(user="bob")), f"page:{question['nav']['node']}", depth=1, limit=50)
+            assert [c.id for c in tree.root.children] == [f"page:{p}" for p in question["nav"]["expected"]], question["id"]

@@ -72,7 +72,9 @@ async def test_every_tool_is_described_and_read_only():
     server = create_server(_no_services, lambda: Principal(user="alice"), observe=lambda *_: None)
     async with Client(server) as client:
         tools = await client.list_tools()
-    assert {t.name for t in tools} == {"search", "fetch", "fetch_image", "list_spaces", "list_children"}
+    assert {t.name for t in tools} == {
+        "search", "fetch", "fetch_image", "list_spaces", "list_children", "get_ancestors", "get_tree", "resolve_path"
+    }
     for tool in tools:
         assert tool.description and len(tool.description) > 20
         assert tool.annotations.read_only_hint is True

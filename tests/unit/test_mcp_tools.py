@@ -65,9 +65,28 @@ async def test_hidden_and_missing_give_identical_errors():
     assert errors[0] == errors[1] and errors[0].startswith("not_found:")
 
 
+async def test_tree_tools_show_the_visible_tree_and_hide_the_rest_alike():
+    client, _ = await make_client("space:S", "page:1")
+    async with client:
+        tree = (await client.call_tool("get_tree", {"id": "space:S", "depth": 1})).structured_content
+        assert [c["id"] for c in tree["root"]["children"]] == ["page:1"] and tree["root"]["child_count"] == 1
+        assert (await client.call_tool("get_ancestors", {"id": "page:1"})).structured_content["ancestors"] == [{"id": "space:S", "title": "Space"}]
+        assert (await client.call_tool("resolve_path", {"path": "s/ open "})).structured_content["id"] == "page:1"
+        errors = []
+        for tool, args in [("resolve_path", {"path": "S/Secret"}), ("resolve_path", {"path": "S/Nothing"}), ("get_ancestors", {"id": "page:2"}), ("get_ancestors", {"id": "page:404"})]:
+            with pytest.raises(ToolError) as failure:
+                await client.call_tool(tool, args)
+            errors.append(str(failure.value))
+    assert errors[0].replace("Secret", "Nothing") == errors[1] and errors[2].replace("2", "404") == errors[3]
+    assert all(e.startswith("not_found:") for e in errors)
+
+
 @pytest.mark.parametrize(
     ("tool", "args"),
-    [("search", {"query": "Metastore"}), ("fetch", {"id": "page:1"}), ("list_spaces", {}), ("list_children", {"id": "space:S"})],
+    [
+        ("search", {"query": "Metastore"}), ("fetch", {"id": "page:1"}), ("list_spaces", {}), ("list_children", {"id": "space:S"}),
+        ("get_ancestors", {"id": "page:1"}), ("get_tree", {"id": "space:S"}), ("resolve_path", {"path": "S/Open"}),
+    ],
 )
 async def test_every_tool_fails_closed(tool, args):
     client, observed = await make_client("space:S", "page:1", unavailable=True)
@@ -86,6 +105,8 @@ async def test_every_tool_fails_closed(tool, args):
         ("search", {"query": "x", "top_k": 0}, "top_k"),
         ("fetch", {"id": "nonsense"}, "invalid id"),
         ("list_children", {"id": "space:S", "cursor": "bogus"}, "invalid cursor"),
+        ("get_tree", {"id": "image:att1"}, "page or space id"),
+        ("resolve_path", {"path": "S//Open"}, "empty title"),
     ],
 )
 async def test_bad_arguments_are_invalid_argument(tool, args, needle):

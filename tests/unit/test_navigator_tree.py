@@ -1,0 +1,132 @@
+"""get_ancestors, get_tree and resolve_path over the in-memory store: every node shown is visible,
+counts come from the visible set, hidden and absent answer alike."""
+
+import pytest
+
+from authz.base import Check
+from authz.fake import FakeAuthorizer
+from authz.gate import Gate
+from core.errors import InvalidArgument, NotFound
+from core.models import Page, Principal, Space
+from navigator.fake import FakeNavigatorStore
+from navigator.navigator import Navigator, TreeNode
+
+SPACE = Space(key="S", name="Space", url="u")
+ALL = ("space:S", *(f"page:{n}" for n in range(1, 9)))
+
+
+def page(pid: str, parent: str | None, position: int, title: str | None = None) -> Page:
+    return Page(page_id=pid, space_key="S", title=title or f"T{pid}", parent_id=parent, position=position, url=f"u/{pid}", markdown="x\n")
+
+
+# 1 → 2, 3, 4, 5; 3 → 6; 2 → 7 (titled like 6); 5 → 8 ("a/b", a slash in its title)
+PAGES = [page("1", None, 0), page("2", "1", 0), page("3", "1", 1), page("4", "1", 2), page("5", "1", 3), page("6", "3", 0),
+         page("7", "2", 0, "T6"), page("8", "5", 0, "a/b")]
+
+
+async def navigator_for(*visible: str) -> tuple[Navigator, Gate]:
+    store = FakeNavigatorStore()
+    await store.sync_space(SPACE, PAGES)
+    return Navigator(store), Gate(FakeAuthorizer([Check("user:bob", "viewer", o) for o in visible]), Principal(user="bob"))
+
+
+def hidden(*ids: str) -> tuple[str, ...]:
+    return tuple(o for o in ALL if o not in ids)
+
+
+def flat(node: TreeNode) -> list[tuple[str, int | None]]:
+    return [(c.id, c.child_count) for c in node.children] + [pair for c in node.children for pair in flat(c)]
+
+
+async def test_ancestors_run_from_the_space_and_stop_below_a_hidden_page():
+    nav, gate = await navigator_for(*ALL)
+    assert [(c.id, c.title) for c in await nav.get_ancestors(gate, "page:6")] == [("space:S", "Space"), ("page:1", "T1"), ("page:3", "T3")]
+    assert [c.id for c in await nav.get_ancestors(gate, "page:1")] == ["space:S"]
+    assert await nav.get_ancestors(gate, "space:S") == []
+    nav, gate = await navigator_for(*hidden("page:1"))
+    assert [c.id for c in await nav.get_ancestors(gate, "page:6")] == ["page:3"]  # no gap: the path starts below page:1
+    nav, gate = await navigator_for(*hidden("page:3"))
+    assert await nav.get_ancestors(gate, "page:6") == []
+
+
+async def test_ancestors_of_hidden_and_missing_pages_are_the_same_not_found():
+    nav, gate = await navigator_for(*hidden("page:6"))
+    with pytest.raises(NotFound) as secret:
+        await nav.get_ancestors(gate, "page:6")
+    with pytest.raises(NotFound) as missing:
+        await nav.get_ancestors(gate, "page:99")
+    assert str(secret.value).replace("6", "99") == str(missing.value)
+    nav, gate = await navigator_for(*hidden("space:S"))
+    with pytest.raises(NotFound):
+        await nav.get_ancestors(gate, "page:6")  # a page in a hidden space is hidden
+    with pytest.raises(InvalidArgument):
+        await nav.get_ancestors(gate, "image:att1")
+
+
+async def test_tree_counts_visible_children_and_leaves_hidden_subtrees_out():
+    nav, gate = await navigator_for(*ALL)
+    tree = await nav.get_tree(gate, "space:S", depth=2, limit=50)
+    assert (tree.root.id, tree.root.title, tree.root.child_count) == ("space:S", "Space", 1)
+    assert flat(tree.root) == [("page:1", 4), ("page:2", 1), ("page:3", 1), ("page:4", 0), ("page:5", 1)]
+    assert not tree.truncated
+    assert len(gate.authorizer.calls) == 3  # root with its children, the second level, the counts below it
+
+    nav, gate = await navigator_for(*hidden("page:3"))
+    tree = await nav.get_tree(gate, "page:1", depth=3, limit=50)
+    assert flat(tree.root) == [("page:2", 1), ("page:4", 0), ("page:5", 1), ("page:7", 0), ("page:8", 0)]
+    assert tree.root.child_count == 3  # page:6 is visible, but only through hidden page:3: never reached
+
+
+async def test_tree_limit_keeps_shallow_levels_first():
+    nav, gate = await navigator_for(*ALL)
+    tree = await nav.get_tree(gate, "page:1", depth=2, limit=3)
+    assert [c.id for c in tree.root.children] == ["page:2", "page:3", "page:4"] and tree.truncated
+    assert tree.root.child_count == 4  # the count is of the visible children, not of those shown
+    assert all(c.children == [] for c in tree.root.children)
+
+
+async def test_tree_of_hidden_or_missing_node_and_bad_bounds():
+    nav, gate = await navigator_for(*hidden("page:3"))
+    for node in ("page:3", "page:99", "space:X"):
+        with pytest.raises(NotFound):
+            await nav.get_tree(gate, node, depth=1, limit=10)
+    for depth, limit in ((0, 10), (4, 10), (1, 0), (1, 201)):
+        with pytest.raises(InvalidArgument):
+            await nav.get_tree(gate, "page:1", depth=depth, limit=limit)
+
+
+async def test_resolve_path_by_titles_case_and_whitespace_insensitive():
+    nav, gate = await navigator_for(*ALL)
+    for path in ("S/T1/T3/T6", " s / t1/  T3 /t6 ", "T3/T6", "T1/T3/T6/"):
+        resolved = await nav.resolve_path(gate, path)
+        assert resolved.id == "page:6", path
+    assert [c["id"] for c in resolved.candidates[0]["breadcrumb"]] == ["page:1", "page:3"]
+    assert (await nav.resolve_path(gate, "S")).id == "space:S"
+    assert (await nav.resolve_path(gate, r"T5/a\/b")).id == "page:8"
+    both = await nav.resolve_path(gate, "T6")
+    assert both.id is None and [c["id"] for c in both.candidates] == ["page:6", "page:7"]
+
+
+async def test_resolve_path_never_confirms_a_hidden_title():
+    nav, gate = await navigator_for(*hidden("page:3"))
+    errors = []
+    for path in ("T1/T3/T6", "T3", "T1/T9"):
+        with pytest.raises(NotFound) as caught:
+            await nav.resolve_path(gate, path)
+        errors.append(type(caught.value))
+    assert len(set(errors)) == 1
+    # page:6 is visible itself, under hidden page:3: it is named, its breadcrumb cut above it
+    assert [(c["id"], c["breadcrumb"]) for c in (await nav.resolve_path(gate, "T6")).candidates][0] == ("page:6", [])
+    nav, gate = await navigator_for(*hidden("page:3", "page:6"))  # as a restriction on page:3 would be inherited
+    assert (await nav.resolve_path(gate, "T6")).id == "page:7"
+    nav, gate = await navigator_for(*hidden("page:3"))
+    with pytest.raises(NotFound):
+        await nav.resolve_path(gate, "T9")
+    assert len(gate.authorizer.calls) == 1  # asked, like a path that names a hidden page
+
+
+async def test_resolve_path_rejects_malformed_paths():
+    nav, gate = await navigator_for(*ALL)
+    for bad in ("", "/", "T1//T3", "x" * 1001):
+        with pytest.raises(InvalidArgument):
+            await nav.resolve_path(gate, bad)
