@@ -66,6 +66,11 @@ class NavigatorStore(Protocol):
         when ``space_id`` is given), in id order."""
         ...
 
+    async def related(self, page_id: str, limit: int) -> list[tuple[str, ChildPage]]:
+        """("links_to" or "linked_from", page) for up to ``limit`` pages each way, in title order
+        (``position`` is 0)."""
+        ...
+
     async def position(self, parent_id: str, page_id: str) -> int | None:
         """Position of ``page_id`` under ``parent_id`` (a space or a page), None if it is not a child."""
         ...

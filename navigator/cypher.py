@@ -60,6 +60,16 @@ MERGE (p)-[:LINKS_TO]->(t)
 
 LINKS = "MATCH (:Page {id: $id})-[:LINKS_TO]->(t:Page) RETURN t.id AS id ORDER BY t.id"
 
+# The pages a page links to and the pages linking to it, each way in title order, at most $limit each.
+RELATED = """
+CALL () {
+  MATCH (:Page {id: $id})-[:LINKS_TO]->(t:Page) RETURN 'links_to' AS relation, t ORDER BY t.title, t.id LIMIT $limit
+  UNION ALL
+  MATCH (:Page {id: $id})<-[:LINKS_TO]-(t:Page) RETURN 'linked_from' AS relation, t ORDER BY t.title, t.id LIMIT $limit
+}
+RETURN relation, t.id AS id, t.title AS title, t.url AS url, t.space_id AS space_id
+"""
+
 # What each page of the space was last written from (a digest of everything MERGE_PAGES and
 # SET_LINKS set), so a sync writes only the pages that changed.
 PAGE_DIGESTS = """

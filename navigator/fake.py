@@ -48,6 +48,15 @@ class FakeNavigatorStore:
         found = (p.id for p in self._pages.values() if title_key(p.title) == key and space_id in (None, f"space:{p.space_key}"))
         return sorted(found)[:limit]
 
+    async def related(self, page_id: str, limit: int) -> list[tuple[str, ChildPage]]:
+        source = self._pages.get(page_id)
+        targets = [self._pages[f"page:{t}"] for t in (source.links if source else ()) if f"page:{t}" in self._pages]
+        sources = [p for p in self._pages.values() if page_id.removeprefix("page:") in p.links]
+        def rows(relation: str, pages: list[Page]) -> list[tuple[str, ChildPage]]:
+            ordered = sorted(pages, key=lambda p: (p.title, p.id))[:limit]
+            return [(relation, ChildPage(p.id, p.title, p.url, f"space:{p.space_key}", 0)) for p in ordered]
+        return rows("links_to", targets) + rows("linked_from", sources)
+
     async def position(self, parent_id: str, page_id: str) -> int | None:
         return next((c.position for c in await self.children(parent_id, -1, 10**9) if c.id == page_id), None)
 

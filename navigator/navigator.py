@@ -29,6 +29,10 @@ MAX_TREE_LIMIT = 200
 TREE_ROWS = 1000
 MAX_PATH_CHARS = 1000
 MAX_PATH_MATCHES = 20  # pages a path's last title may name before the rest of the path narrows them
+MAX_RELATED_LIMIT = 100
+# Linked pages read (and authorized) each way before the limit is applied, so hidden pages do not
+# take the places of visible ones.
+RELATED_ROWS = 500
 
 
 @dataclass(frozen=True)
@@ -280,6 +284,26 @@ class Navigator:
             {"id": m.id, "title": m.title, "url": m.url, "breadcrumb": [dataclasses.asdict(c) for c in m.ancestors]} for m in matches
         ]
         return Resolved(matches[0].id if len(matches) == 1 else None, candidates)
+
+    async def related(self, gate: Gate, page_id: str, limit: int) -> dict[str, list[ChildPage]]:
+        """The visible pages ``page_id`` links to and the visible pages linking to it, up to
+        ``limit`` each way. The page, its space and every linked page are authorized in one batch."""
+        kind, _ = ids.parse(page_id)
+        if kind != "page":
+            raise InvalidArgument(f"related takes a page id such as 'page:27362069', got {page_id!r}")
+        if not isinstance(limit, int) or not 1 <= limit <= MAX_RELATED_LIMIT:
+            raise InvalidArgument(f"limit must be between 1 and {MAX_RELATED_LIMIT}, got {limit!r}")
+        rows = await self._store.related(page_id, RELATED_ROWS)
+        summaries = await self._store.summaries([page_id])
+        others = [obj for _, page in rows for obj in (page.id, page.space_id)]
+        if page_id not in await policy.pages_in_visible_spaces(gate, summaries, also=others if summaries else [page_id]):
+            raise NotFound(page_id)
+        shown = await gate.visible(others)
+        found: dict[str, list[ChildPage]] = {"links_to": [], "linked_from": []}
+        for relation, page in rows:
+            if page.id in shown and page.space_id in shown and len(found[relation]) < limit:
+                found[relation].append(page)
+        return found
 
     async def _space(self, gate: Gate, space_id: str) -> Space:
         """The space, if the caller may see it; NotFound otherwise (asked like any other id)."""

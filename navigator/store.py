@@ -183,6 +183,10 @@ class Neo4jStore:
     async def titled(self, key: str, space_id: str | None, limit: int) -> list[str]:
         return [row["id"] for row in await self._read(cypher.PAGES_TITLED, key=key, space_id=space_id, limit=limit)]
 
+    async def related(self, page_id: str, limit: int) -> list[tuple[str, ChildPage]]:
+        rows = await self._read(cypher.RELATED, id=page_id, limit=limit)
+        return [(row.pop("relation"), ChildPage(**row, position=0)) for row in rows]
+
     async def position(self, parent_id: str, page_id: str) -> int | None:
         rows = await self._read(cypher.POSITION, id=page_id, parent_id=parent_id)
         return rows[0]["position"] if rows else None

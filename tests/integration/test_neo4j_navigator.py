@@ -141,3 +141,26 @@ async def test_the_navigation_questions_of_the_slice_are_answered_exactly(indexe
         for question in asked:
             tree = await Navigator(store).get_tree(Gate(authorizer, Principal(user="bob")), f"page:{question['nav']['node']}", depth=1, limit=50)
             assert [c.id for c in tree.root.children] == [f"page:{p}" for p in question["nav"]["expected"]], question["id"]
+
+
+async def test_related_pages_on_the_real_stack(indexed, services: Settings, hive_slice):
+    """Links both ways through the real Cypher and gate. No link of the slice crosses the DesignDocs
+    boundary (the unit tests cover one that does): bob sees links among open pages and nothing of
+    DesignDocs, where alice sees its links."""
+    site = hive_slice.site
+    design = {"page:27362075"} | {f"page:{p.id}" for p in site.pages.values() if any(a.id == "27362075" for a in site.ancestors(p))}
+    async with OpenFGAClient(services.openfga) as authorizer, Neo4jStore(services.neo4j) as store:
+        pairs = sorted({(source, target) for source in (f"page:{p}" for p in site.pages) for target in await store.links(source)})
+        inside = next((s, t) for s, t in pairs if s in design and t in design)
+        outside = next((s, t) for s, t in pairs if s not in design and t not in design)
+        navigator = Navigator(store)
+
+        def gate(user: str) -> Gate:
+            return Gate(authorizer, Principal(user=user))
+
+        for user, (source, target) in (("alice", inside), ("alice", outside), ("bob", outside)):
+            assert target in [p.id for p in (await navigator.related(gate(user), source, 100))["links_to"]]
+            assert source in [p.id for p in (await navigator.related(gate(user), target, 100))["linked_from"]]
+        for page_id in (*inside, "page:404"):
+            with pytest.raises(NotFound):
+                await navigator.related(gate("bob"), page_id, 100)
