@@ -128,13 +128,13 @@ class Gate:
 
 
 def _well_formed(obj: str) -> bool:
-    """Only spaces and pages are OpenFGA objects; anything else (an image is authorized through
-    its page) is not visible by itself."""
+    """Only spaces, pages, projects and issues are OpenFGA objects; anything else (an image is
+    authorized through its page) is not visible by itself."""
     try:
         kind, _ = ids.parse(obj)
     except InvalidArgument:
         return False
-    return kind in ("space", "page")
+    return kind in ("space", "page", "project", "issue")
 
 
 def _digest(key: bytes, value: str) -> str:

@@ -9,13 +9,13 @@ nearest restricting ancestor) or the unguarded marker.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
 from authz.base import Check, Condition, RelationTuple
 from core import ids
 from core.errors import InvalidArgument, SourceError
-from core.models import Page, Permissions, Principal
+from core.models import ASSIGNEE, REPORTER, Issue, JiraPermissions, Page, Permissions, Principal
 
 VIEWER = "viewer"
 DELEGATE = "delegate"
@@ -24,11 +24,12 @@ LIVE_GRANT = "live_grant"
 
 # Object types whose tuples the index pipeline owns (and deletes when the source drops them).
 # Grants (task objects) are written by people, through authz.grants, and never touched by a sync.
-SOURCE_TYPES = frozenset({"group", "space", "page"})
+SOURCE_TYPES = frozenset({"group", "space", "page", "project_role", "project", "security_level", "issue"})
 
-def _subject(subject: str, where: str, *, everyone: bool = False) -> str:
-    """``subject`` if the model allows it here: ``user:<id>``, ``group:<id>#member``, or ``user:*``
-    where everyone may be allowed; a SourceError naming ``where`` otherwise."""
+def _subject(subject: str, where: str, *, everyone: bool = False, roles: bool = False) -> str:
+    """``subject`` if the model allows it here: ``user:<id>``, ``group:<id>#member``, ``user:*``
+    where everyone may be allowed, ``project_role:<id>#member`` where roles may be; a SourceError
+    naming ``where`` otherwise."""
     if everyone and subject == EVERYONE:
         return subject
     kind, _, name = subject.partition(":")
@@ -37,10 +38,16 @@ def _subject(subject: str, where: str, *, everyone: bool = False) -> str:
             return ids.user_id(name)
         if kind == "group" and name.endswith("#member"):
             return f"{ids.group_id(name.removesuffix('#member'))}#member"
+        if roles and kind == "project_role" and name.endswith("#member"):
+            return f"{_role(name.removesuffix('#member'))}#member"
     except InvalidArgument:
         pass
-    allowed = "'user:<id>', 'group:<id>#member'" + (" or 'user:*'" if everyone else "")
+    allowed = "'user:<id>', 'group:<id>#member'" + (", 'project_role:<id>#member'" if roles else "") + (" or 'user:*'" if everyone else "")
     raise SourceError(f"{where}: subject {subject!r} is not one of {allowed}")
+
+
+def _role(name: str) -> str:
+    return f"project_role:{ids.group_id(name).removeprefix('group:')}"  # the same spelling rules as a group
 
 
 def _group(name: str) -> str:
@@ -50,10 +57,10 @@ def _group(name: str) -> str:
         raise SourceError(f"group {name!r}: {exc}") from exc
 
 
-def group_tuples(permissions: Permissions) -> set[RelationTuple]:
+def group_tuples(group_members: Mapping[str, Iterable[str]]) -> set[RelationTuple]:
     return {
         RelationTuple(_subject(member, f"members of group {group!r}"), "member", _group(group))
-        for group, members in permissions.group_members.items()
+        for group, members in group_members.items()
         for member in members
     }
 
@@ -156,7 +163,7 @@ def confluence_tuples(space_key: str, pages: Iterable[Page], permissions: Permis
     pages = list(pages)
     check_tree(space_key, pages)
     guard_of = guards(pages, permissions)
-    tuples = group_tuples(permissions) | space_tuples(space_key, permissions)
+    tuples = group_tuples(permissions.group_members) | space_tuples(space_key, permissions)
     for page in pages:
         tuples |= page_tuples(page, permissions, guard_of[page.page_id])
     return tuples
@@ -180,6 +187,78 @@ def anchors(space_key: str, pages: Iterable[Page], permissions: Permissions) -> 
         else:
             found[page.id] = ids.space_id(space_key) if guard is None else ids.page_id(guard)
     return found
+
+
+def check_issue_tree(project_key: str, issues: Sequence[Issue]) -> None:
+    """Each issue once, in this project; a parent that is an issue of this project and no
+    sub-task itself for a sub-task; no cycles."""
+    parent_of: dict[str, str | None] = {}
+    by_key = {issue.key: issue for issue in issues}
+    for issue in issues:
+        if issue.project_key != project_key:
+            raise SourceError(f"{issue.id} belongs to project {issue.project_key}, not {project_key}")
+        if issue.key in parent_of:
+            raise SourceError(f"{issue.id} is listed twice in project {project_key}")
+        parent_of[issue.key] = issue.parent_key
+    for issue in issues:
+        parent = by_key.get(issue.parent_key) if issue.parent_key else None
+        if issue.parent_key is not None and parent is None:
+            raise SourceError(f"{issue.id} has parent issue:{issue.parent_key}, which is not an issue of project {project_key}")
+        if issue.subtask and (parent is None or parent.subtask):
+            raise SourceError(f"sub-task {issue.id} needs a parent that is not a sub-task")
+    for start in parent_of:
+        seen = {start}
+        node = parent_of[start]
+        while node is not None:
+            if node in seen:
+                raise SourceError(f"the parents of issue:{start} form a cycle through issue:{node}")
+            seen.add(node)
+            node = parent_of[node]
+
+
+def jira_tuples(project_key: str, issues: Iterable[Issue], permissions: JiraPermissions) -> set[RelationTuple]:
+    """Browse, roles, security levels and every issue of one project. A sub-task follows its
+    parent (and carries the level Jira gives it); every other issue stands on its own."""
+    issues = list(issues)
+    check_issue_tree(project_key, issues)
+    project = ids.project_id(project_key)
+    tuples = group_tuples(permissions.group_members)
+    tuples |= {
+        RelationTuple(_subject(subject, f"browsers of project {project_key}", everyone=True, roles=True), VIEWER, project)
+        for subject in permissions.project_browsers.get(project_key, ())
+    }
+    for role, members in permissions.role_members.items():
+        if role.partition(".")[0] == project_key:
+            tuples |= {RelationTuple(_subject(m, f"members of role {role!r}"), "member", _role(role)) for m in members}
+    for issue in issues:
+        tuples |= issue_tuples(issue, permissions)
+    return tuples
+
+
+def issue_tuples(issue: Issue, permissions: JiraPermissions) -> set[RelationTuple]:
+    """Project, existence, parent or own-visibility marker, and its security: the level with its
+    members (and the reporter and assignee when the level admits them), or the unsecured marker."""
+    me = issue.id
+    tuples = {RelationTuple(ids.project_id(issue.project_key), "project", me), RelationTuple(EVERYONE, "exists", me)}
+    if issue.subtask:
+        tuples.add(RelationTuple(ids.issue_id(issue.parent_key or ""), "parent", me))
+    else:
+        tuples.add(RelationTuple(EVERYONE, "own_visibility", me))
+    level = issue.security_level
+    if level is None:
+        tuples.add(RelationTuple(EVERYONE, "unsecured", me))
+        return tuples
+    level_object = f"security_level:{ids.group_id(level).removeprefix('group:')}"
+    tuples.add(RelationTuple(level_object, "security", me))
+    members = permissions.level_members.get(level, ())
+    for member in members:
+        if member not in (REPORTER, ASSIGNEE):
+            tuples.add(RelationTuple(_subject(member, f"members of security level {level!r}", everyone=True, roles=True), "member", level_object))
+    for role, person in ((REPORTER, issue.reporter), (ASSIGNEE, issue.assignee)):
+        if role in members and person is not None:
+            tuples.add(RelationTuple(ids.user_id(person), role, me))
+            tuples.add(RelationTuple(EVERYONE, f"level_admits_{role}", me))
+    return tuples
 
 
 def grant_tuple(user: str, agent: str, task: str, expires_at: datetime) -> RelationTuple:

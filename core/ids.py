@@ -1,5 +1,5 @@
 """Typed ids: ``space:HIVE``, ``page:27362069``, ``image:att27362100``, ``user:alice``,
-``agent:digest-bot``, ``task:weekly``.
+``agent:digest-bot``, ``task:weekly``, ``project:HIVE``, ``issue:HIVE-1234``.
 
 OpenFGA objects use the same ``type:id`` spelling, so an id that passed validation here can be
 checked as it is: every pattern matches the whole string (no trailing newline slips through) and
@@ -17,6 +17,8 @@ MAX_ID_CHARS = 200  # longer than any id Wayfinder serves; longer input is refus
 _PAGE_ID = re.compile(r"[0-9]{1,20}")
 _IMAGE_ID = re.compile(r"att[0-9]{1,20}")  # an attachment id, as Confluence spells them
 _SPACE_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_~-]{0,63}")
+_PROJECT_KEY = re.compile(r"[A-Z][A-Z0-9_]{0,63}")  # Jira's default key pattern, bounded
+_ISSUE_KEY = re.compile(r"[A-Z][A-Z0-9_]{0,63}-[0-9]{1,12}")
 # Users, agents and tasks: no ':', '#', '*' or whitespace, which OpenFGA gives a meaning.
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,127}")
 
@@ -40,6 +42,14 @@ def space_id(key: str) -> str:
 
 def page_id(raw: str | int) -> str:
     return f"page:{_valid(_PAGE_ID, str(raw) if isinstance(raw, int) else raw, 'page id')}"
+
+
+def project_id(key: str) -> str:
+    return f"project:{_valid(_PROJECT_KEY, key, 'project key')}"
+
+
+def issue_id(key: str) -> str:
+    return f"issue:{_valid(_ISSUE_KEY, key, 'issue key')}"
 
 
 def image_id(raw: str) -> str:
@@ -73,6 +83,10 @@ def parse(typed_id: object) -> tuple[str, str]:
         space_id(raw)
     elif kind == "image":
         image_id(raw)
+    elif kind == "project":
+        project_id(raw)
+    elif kind == "issue":
+        issue_id(raw)
     else:
-        raise InvalidArgument(f"invalid id {_shown(typed_id)}: unknown kind (expected page, space or image)")
+        raise InvalidArgument(f"invalid id {_shown(typed_id)}: unknown kind (expected page, space, image, project or issue)")
     return kind, raw

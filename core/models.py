@@ -101,3 +101,50 @@ class Permissions(Frozen):
     space_viewers: dict[str, tuple[str, ...]]
     page_restrictions: dict[str, tuple[str, ...]]
     group_members: dict[str, tuple[str, ...]]
+
+
+class Issue(Frozen):
+    """One Jira issue as the pipeline hands it to the stores."""
+
+    key: str = Field(description="Issue key, e.g. 'HIVE-1234'.")
+    project_key: str
+    issue_type: str = Field(description="Its type's name: Epic, Story, Task, Bug, Sub-task, ...")
+    hierarchy_level: int = Field(description="Jira's level: 1 for epics, 0 for standard issues, -1 for sub-tasks.")
+    summary: str
+    parent_key: str | None = Field(description="Its epic (for a standard issue) or its parent (for a sub-task).")
+    position: int = Field(description="Order among the children of its parent (or the project's top issues).")
+    url: str
+    markdown: str
+    security_level: str | None = Field(None, description="Id of its issue security level, if any.")
+    reporter: str | None = Field(None, description="Bare user id of its reporter.")
+    assignee: str | None = Field(None, description="Bare user id of its assignee.")
+    labels: tuple[str, ...] = ()
+    updated_at: datetime | None = None
+
+    @property
+    def id(self) -> str:
+        return ids.issue_id(self.key)
+
+    @property
+    def subtask(self) -> bool:
+        return self.hierarchy_level < 0
+
+
+REPORTER = "reporter"  # a security level member meaning "the issue's reporter"
+ASSIGNEE = "assignee"  # ... and "the issue's assignee"
+
+
+class JiraPermissions(Frozen):
+    """Who may see what, as Jira reports it. Subjects in OpenFGA spelling: ``user:bob``,
+    ``group:hive-users#member``, ``project_role:HIVE.Developers#member`` or ``user:*``.
+
+    ``project_browsers``: project key → who has "Browse projects". ``role_members``: role id
+    (``<project key>.<role name>``) → its users and groups. ``level_members``: security level id →
+    its members, where :data:`REPORTER` and :data:`ASSIGNEE` stand for the issue's own. A level
+    missing from ``level_members`` admits nobody.
+    """
+
+    project_browsers: dict[str, tuple[str, ...]]
+    role_members: dict[str, tuple[str, ...]]
+    level_members: dict[str, tuple[str, ...]]
+    group_members: dict[str, tuple[str, ...]] = {}

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from authz.client import load_model
@@ -16,29 +17,39 @@ from authz.client import load_model
 AUTHZ = Path(__file__).resolve().parents[2] / "authz"
 FGA = str(Path(sys.executable).parent / "fga")
 SAFE_GUARD = "define passes_guard: (unguarded but not has_guard) or passes_restrictions from guard"
+SAFE_PARENT = "define passes_parent: (own_visibility but not has_parent) or viewer from parent"
+SUITES = ["model.fga.yaml", "model_jira.fga.yaml"]
 
 
 def model_test(tests: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([FGA, "model", "test", "--tests", str(tests)], capture_output=True, text=True, timeout=60)
 
 
-def test_model_tests_pass_in_the_engine():
-    count = len(yaml.safe_load((AUTHZ / "model.fga.yaml").read_text())["tests"])
-    run = model_test(AUTHZ / "model.fga.yaml")
+@pytest.mark.parametrize("suite", SUITES)
+def test_model_tests_pass_in_the_engine(suite):
+    count = len(yaml.safe_load((AUTHZ / suite).read_text())["tests"])
+    run = model_test(AUTHZ / suite)
     assert run.returncode == 0, run.stdout + run.stderr
     assert f"Tests {count}/{count} passing" in run.stdout + run.stderr
 
 
-def test_model_tests_catch_a_marker_that_widens(tmp_path):
-    """A plain union (v0's `is_root or viewer from parent`) lets a page with both the marker and a
-    guard escape the guard's restriction; the suite must reject that model."""
+@pytest.mark.parametrize(
+    ("suite", "safe", "widening"),
+    [
+        # v0's `is_root or viewer from parent`: a page with both the marker and a guard escapes the guard
+        ("model.fga.yaml", SAFE_GUARD, "define passes_guard: unguarded or passes_restrictions from guard"),
+        # the same for an issue with both the own-visibility marker and a parent
+        ("model_jira.fga.yaml", SAFE_PARENT, "define passes_parent: own_visibility or viewer from parent"),
+    ],
+)
+def test_model_tests_catch_a_marker_that_widens(tmp_path, suite, safe, widening):
+    """A plain union lets an object with both markers escape its parent's rule; the suite must
+    reject that model."""
     model = (AUTHZ / "model.fga").read_text()
-    assert SAFE_GUARD in model
-    (tmp_path / "model.fga").write_text(
-        model.replace(SAFE_GUARD, "define passes_guard: unguarded or passes_restrictions from guard")
-    )
-    shutil.copy(AUTHZ / "model.fga.yaml", tmp_path / "model.fga.yaml")
-    run = model_test(tmp_path / "model.fga.yaml")
+    assert safe in model
+    (tmp_path / "model.fga").write_text(model.replace(safe, widening))
+    shutil.copy(AUTHZ / suite, tmp_path / suite)
+    run = model_test(tmp_path / suite)
     assert run.returncode != 0
     assert "never widens" in run.stdout + run.stderr
 

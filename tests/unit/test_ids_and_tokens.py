@@ -15,7 +15,7 @@ LONG = "x" * 32
 @pytest.mark.parametrize(
     "bad",
     ["page:1\n", "page:1 ", " page:1", "page:", "page:1a", "page:" + "1" * 21, "space:", "space:1AB", "space:A\n",
-     "issue:HIVE-1", "page", "", "p" * 10_000, None, 42],
+     "issue:hive-1", "issue:HIVE-", "issue:HIVE-1\n", "project:hive", "task:x", "page", "", "p" * 10_000, None, 42],
 )
 def test_malformed_ids_are_invalid_arguments(bad):
     with pytest.raises(InvalidArgument) as refused:
@@ -23,7 +23,7 @@ def test_malformed_ids_are_invalid_arguments(bad):
     assert len(str(refused.value)) < 200  # a huge input is not echoed back whole
 
 
-@pytest.mark.parametrize("good", ["page:27362069", "space:HIVE", "space:a_b-c~d"])
+@pytest.mark.parametrize("good", ["page:27362069", "space:HIVE", "space:a_b-c~d", "project:HIVE", "issue:HIVE-1234"])
 def test_well_formed_ids_parse(good):
     assert ":".join(ids.parse(good)) == good
 

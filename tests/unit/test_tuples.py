@@ -4,9 +4,9 @@ import pytest
 
 from authz.base import Condition
 from authz.base import RelationTuple as T
-from authz.tuples import anchors, confluence_tuples, grant_tuple, guards, holds_live_grant, page_tuples
+from authz.tuples import anchors, confluence_tuples, grant_tuple, guards, holds_live_grant, jira_tuples, page_tuples
 from core.errors import InvalidArgument, SourceError
-from core.models import Page, Permissions, Principal
+from core.models import REPORTER, Issue, JiraPermissions, Page, Permissions, Principal
 from devstack.atlassian.export import synthetic_hive_permissions
 
 PERMS = Permissions(
@@ -148,3 +148,49 @@ def test_hive_permissions_nest_committers_in_users_and_leave_carol_out():
 def test_a_group_name_the_model_cannot_hold_is_refused():
     with pytest.raises(SourceError, match="group 'a b'"):
         confluence_tuples("S", [page("1", None)], PERMS.model_copy(update={"group_members": {"a b": ("user:bob",)}}))
+
+
+def _issue(key: str, level: int, parent: str | None = None, project: str = "P", **extra) -> Issue:
+    return Issue(key=key, project_key=project, issue_type="x", hierarchy_level=level, summary=key, parent_key=parent, position=0, url="u", markdown="", **extra)
+
+
+JIRA = JiraPermissions(
+    project_browsers={"P": ("project_role:P.Dev#member", "user:*")},
+    role_members={"P.Dev": ("user:erin",), "Q.Dev": ("user:zed",)},
+    level_members={"7": ("group:g#member", REPORTER)},
+)
+
+
+def test_issue_tuples_follow_the_parent_for_sub_tasks_only_and_admit_the_reporter_when_the_level_does():
+    tuples = jira_tuples("P", [_issue("P-1", 1), _issue("P-2", 0, "P-1", security_level="7", reporter="bob", assignee="ann"), _issue("P-3", -1, "P-2", security_level="7")], JIRA)
+    assert T("issue:P-2", "parent", "issue:P-3") in tuples
+    assert not any(t.relation == "parent" and t.object == "issue:P-2" for t in tuples)  # an epic passes nothing to its story
+    assert {t.object for t in tuples if t.relation == "own_visibility"} == {"issue:P-1", "issue:P-2"}
+    assert T("user:bob", "reporter", "issue:P-2") in tuples and T("user:*", "level_admits_reporter", "issue:P-2") in tuples
+    assert not any(t.relation in ("assignee", "level_admits_assignee") for t in tuples)  # level 7 does not admit assignees
+    assert T("group:g#member", "member", "security_level:7") in tuples and T("user:*", "unsecured", "issue:P-1") in tuples
+    assert T("user:erin", "member", "project_role:P.Dev") in tuples and not any("Q.Dev" in t.object for t in tuples)
+    assert T("project_role:P.Dev#member", "viewer", "project:P") in tuples
+
+
+@pytest.mark.parametrize(
+    ("issues", "message"),
+    [
+        ([_issue("P-1", 0), _issue("P-1", 0)], "listed twice"),
+        ([_issue("Q-1", 0, project="Q")], "belongs to project Q"),
+        ([_issue("P-2", 0, "P-9")], "not an issue of project P"),
+        ([_issue("P-1", -1)], "needs a parent"),
+        ([_issue("P-1", 0), _issue("P-2", -1, "P-1"), _issue("P-3", -1, "P-2")], "needs a parent that is not a sub-task"),
+        ([_issue("P-1", 0, "P-2"), _issue("P-2", 0, "P-1")], "cycle"),
+    ],
+)
+def test_an_impossible_issue_tree_is_refused_before_anything_is_written(issues, message):
+    with pytest.raises(SourceError, match=message):
+        jira_tuples("P", issues, JIRA)
+
+
+def test_a_subject_the_model_does_not_allow_is_refused():
+    with pytest.raises(SourceError, match="browsers of project P"):
+        jira_tuples("P", [], JIRA.model_copy(update={"project_browsers": {"P": ("space:S",)}}))
+    with pytest.raises(SourceError, match="members of role"):
+        jira_tuples("P", [], JIRA.model_copy(update={"role_members": {"P.Dev": ("project_role:P.Other#member",)}}))
