@@ -145,12 +145,16 @@ def check_tree(space_key: str, pages: Sequence[Page]) -> None:
         other = taken.setdefault((page.parent_id, page.position), page.page_id)
         if other != page.page_id:  # siblings are listed, and paged through, by position
             raise SourceError(f"page:{other} and {page.id} share position {page.position} under {_parent_name(page.parent_id)}")
+    _refuse_cycles(parent_of, "page")
+
+
+def _refuse_cycles(parent_of: dict[str, str | None], kind: str) -> None:
     for start in parent_of:
         seen = {start}
         node = parent_of[start]
         while node is not None:
             if node in seen:
-                raise SourceError(f"the parents of page:{start} form a cycle through page:{node}")
+                raise SourceError(f"the parents of {kind}:{start} form a cycle through {kind}:{node}")
             seen.add(node)
             node = parent_of[node]
 
@@ -206,14 +210,7 @@ def check_issue_tree(project_key: str, issues: Sequence[Issue]) -> None:
             raise SourceError(f"{issue.id} has parent issue:{issue.parent_key}, which is not an issue of project {project_key}")
         if issue.subtask and (parent is None or parent.subtask):
             raise SourceError(f"sub-task {issue.id} needs a parent that is not a sub-task")
-    for start in parent_of:
-        seen = {start}
-        node = parent_of[start]
-        while node is not None:
-            if node in seen:
-                raise SourceError(f"the parents of issue:{start} form a cycle through issue:{node}")
-            seen.add(node)
-            node = parent_of[node]
+    _refuse_cycles(parent_of, "issue")
 
 
 def jira_tuples(project_key: str, issues: Iterable[Issue], permissions: JiraPermissions) -> set[RelationTuple]:

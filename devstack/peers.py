@@ -2,7 +2,7 @@
 with ours), built once into the cache directory outside the repository.
 
 * ``mcp-atlassian`` (PyPI, pinned): the keyword-search Atlassian MCP server, run over stdio
-  against a Confluence site — the emulator in tests, evaluations and benchmarks.
+  against a Confluence site and its Jira — the emulator in tests, evaluations and benchmarks.
 """
 
 from __future__ import annotations
@@ -38,14 +38,18 @@ def mcp_atlassian(settings: Settings) -> Path:
     return home / "bin" / "mcp-atlassian"
 
 
-def mcp_atlassian_environment(url: str, *, token: str, username: str | None = None) -> dict[str, str]:
-    """The whole environment of mcp-atlassian against ``url`` (with its context path): nothing of
-    ours is inherited (proxies, Python paths). Without a username the token is a personal access
-    token (Data Center). Run it from an empty directory: it reads ``./.env`` over its environment."""
+def mcp_atlassian_environment(url: str, *, token: str, username: str | None = None, jira_url: str | None = None) -> dict[str, str]:
+    """The whole environment of mcp-atlassian against the Confluence at ``url`` (with its context
+    path) and, with ``jira_url``, the Jira there: nothing of ours is inherited (proxies, Python
+    paths). Without a username the token is a personal access token (Data Center). Run it from an
+    empty directory: it reads ``./.env`` over its environment."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp"), "NO_PROXY": "127.0.0.1,localhost"}
-    env |= {"CONFLUENCE_URL": url, "TOOLSETS": "confluence_pages"}
-    if username is None:
-        env["CONFLUENCE_PERSONAL_TOKEN"] = token
-    else:
-        env |= {"CONFLUENCE_USERNAME": username, "CONFLUENCE_API_TOKEN": token}
+    env |= {"CONFLUENCE_URL": url, "TOOLSETS": "confluence_pages" + (",jira_issues" if jira_url else "")}
+    if jira_url:
+        env["JIRA_URL"] = jira_url
+    for product in ("CONFLUENCE", *(["JIRA"] if jira_url else [])):
+        if username is None:
+            env[f"{product}_PERSONAL_TOKEN"] = token
+        else:
+            env |= {f"{product}_USERNAME": username, f"{product}_API_TOKEN": token}
     return env

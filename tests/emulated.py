@@ -11,6 +11,7 @@ import requests
 
 from devstack.atlassian.admin import Emulator
 from devstack.atlassian.hive import seed_hive
+from devstack.atlassian.hive_jira import seed_hive_jira
 from devstack.atlassian.runner import serving
 from devstack.atlassian.site import Site
 from tests.conftest import CORPUS
@@ -35,11 +36,14 @@ class Served:
     clock: Clock
 
 
-async def served_hive() -> AsyncIterator[Served]:
-    """The whole Hive space in an emulator on loopback, for a module-scoped fixture."""
+async def served_hive(*, jira: bool = False) -> AsyncIterator[Served]:
+    """The whole Hive space (and with ``jira``, the HIVE Jira project) in an emulator on loopback,
+    for a module-scoped fixture."""
     clock = Clock()
     site = Site(clock)
     await seed_hive(site, CORPUS)
+    if jira:
+        await seed_hive_jira(site, CORPUS)
     emulator = Emulator(site, ADMIN)
     with serving(emulator) as url:
         yield Served(url, emulator, clock)

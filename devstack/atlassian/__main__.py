@@ -1,5 +1,5 @@
 """``python -m devstack.atlassian --host H --port P --corpus DIR``: the emulator as a process of
-its own, seeded with the Hive space; the admin token comes from ``WAYFINDER_EMULATOR_ADMIN_TOKEN``
+its own, seeded with the Hive space and the HIVE Jira project; the admin token comes from ``WAYFINDER_EMULATOR_ADMIN_TOKEN``
 so that it does not show in ``ps``."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import uvicorn
 
 from devstack.atlassian.admin import Emulator
 from devstack.atlassian.hive import seed_hive
+from devstack.atlassian.hive_jira import seed_hive_jira
 from devstack.atlassian.server import create_app
 from devstack.atlassian.site import Site
 
@@ -28,6 +29,7 @@ def main() -> None:
         parser.error("WAYFINDER_EMULATOR_ADMIN_TOKEN must be set")
     site = Site()
     asyncio.run(seed_hive(site, args.corpus))
+    asyncio.run(seed_hive_jira(site, args.corpus))
     uvicorn.run(create_app(Emulator(site, token)), host=args.host, port=args.port, log_level="warning", access_log=False)
 
 

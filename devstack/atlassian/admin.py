@@ -129,6 +129,43 @@ def admin_routes(emulator: Emulator) -> list[Route]:
         attachment = site.add_attachment(request.path_params["id"], body["filename"], body.get("media_type", "application/octet-stream"), data, by=account(body["by"]))
         return {"id": attachment.id, "page_version": site.pages[attachment.page_id].version.number}
 
+    # -- Jira ----------------------------------------------------------------------------------
+
+    def issue_state(key: str) -> dict[str, object]:
+        issue = site.jira.issues[key]
+        return {"key": issue.key, "parent": issue.parent_key, "security_level": issue.security_level, "updated": issue.updated.isoformat()}
+
+    async def create_issue(request: Request, body: dict[str, Any]) -> object:
+        issue = site.jira.create_issue(
+            body["project"], body["type"], body["summary"], by=account(body["by"]), description=body.get("description", ""),
+            parent_key=body.get("parent"), security_level=body.get("security_level"), labels=body.get("labels", []),
+        )
+        return issue_state(issue.key)
+
+    async def edit_issue(request: Request, body: dict[str, Any]) -> object:
+        issue = site.jira.edit_issue(request.path_params["key"], by=account(body["by"]), summary=body.get("summary"), description=body.get("description"))
+        return issue_state(issue.key)
+
+    async def comment_issue(request: Request, body: dict[str, Any]) -> object:
+        site.jira.add_comment(request.path_params["key"], body["body"], by=account(body["by"]))
+        return issue_state(request.path_params["key"])
+
+    async def move_issue(request: Request, body: dict[str, Any]) -> object:
+        return issue_state(site.jira.move_issue(request.path_params["key"], body.get("parent")).key)
+
+    async def secure_issue(request: Request, body: dict[str, Any]) -> object:
+        return issue_state(site.jira.set_security_level(request.path_params["key"], body.get("security_level")).key)
+
+    async def delete_issue(request: Request, body: dict[str, Any]) -> object:
+        return {"deleted": site.jira.delete_issue(request.path_params["key"])}
+
+    async def set_role(request: Request, body: dict[str, Any]) -> object:
+        site.jira.set_role_members(
+            request.path_params["project"], request.path_params["role"],
+            users={account(login) for login in body.get("users", [])}, groups=set(body.get("groups", [])),
+        )
+        return {"project": request.path_params["project"], "role": request.path_params["role"]}
+
     async def add_fault(request: Request, body: dict[str, Any]) -> object:
         emulator.faults.append(Fault(**body))
         return {"faults": len(emulator.faults)}
@@ -153,6 +190,13 @@ def admin_routes(emulator: Emulator) -> list[Route]:
         Route("/_emulator/pages/{id}/attachments", admin(attach), methods=["POST"]),
         Route("/_emulator/groups/{group}/members/{login}", admin(add_member), methods=["PUT"]),
         Route("/_emulator/groups/{group}/members/{login}", admin(remove_member), methods=["DELETE"]),
+        Route("/_emulator/jira/issues", admin(create_issue), methods=["POST"]),
+        Route("/_emulator/jira/issues/{key}", admin(edit_issue), methods=["PUT"]),
+        Route("/_emulator/jira/issues/{key}", admin(delete_issue), methods=["DELETE"]),
+        Route("/_emulator/jira/issues/{key}/comments", admin(comment_issue), methods=["POST"]),
+        Route("/_emulator/jira/issues/{key}/move", admin(move_issue), methods=["POST"]),
+        Route("/_emulator/jira/issues/{key}/security", admin(secure_issue), methods=["PUT"]),
+        Route("/_emulator/jira/projects/{project}/roles/{role}", admin(set_role), methods=["PUT"]),
         Route("/_emulator/faults", admin(add_fault), methods=["POST"]),
         Route("/_emulator/faults", admin(clear_faults), methods=["DELETE"]),
         Route("/_emulator/requests", admin(request_counts), methods=["GET"]),

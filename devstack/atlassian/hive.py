@@ -38,8 +38,8 @@ _ZONES = {
     "carol": "UTC",
     "hive-admin": "UTC",
 }
-_HISTORY_START = datetime(2010, 1, 1, tzinfo=UTC)
-_HISTORY_DAYS = 14 * 365
+HISTORY_START = datetime(2010, 1, 1, tzinfo=UTC)
+HISTORY_DAYS = 14 * 365
 
 
 def account_id(login: str) -> str:
@@ -84,9 +84,9 @@ async def seed_hive(site: Site, corpus_dir: Path, *, roots: Collection[str] | No
             body,
             parent_id=page.parent_id,
             page_id=page.page_id,
-            by=authors[_hash(page.page_id, "author") % len(authors)],
+            by=authors[stable_hash(page.page_id, "author") % len(authors)],
             at=_created(page.page_id),
-            labels=[_slug(titles[root])],
+            labels=[slug(titles[root])],
         )
         created.versions.extend(_history(page.page_id, created.versions[0], authors))
     for path in sorted((corpus_dir / "attachments").glob("*/*")):
@@ -101,25 +101,26 @@ async def seed_hive(site: Site, corpus_dir: Path, *, roots: Collection[str] | No
             site.set_read_restrictions(page_id, users=users, groups=groups)
 
 
-def _hash(page_id: str, purpose: str) -> int:
+def stable_hash(page_id: str, purpose: str) -> int:
+    """A number drawn from ``page_id`` (or any key) for one ``purpose``: the seeds' only randomness."""
     return int.from_bytes(hashlib.sha256(f"{purpose}:{page_id}".encode()).digest()[:8], "big")
 
 
 def _created(page_id: str) -> datetime:
-    return _HISTORY_START + timedelta(minutes=_hash(page_id, "created") % (_HISTORY_DAYS * 24 * 60))
+    return HISTORY_START + timedelta(minutes=stable_hash(page_id, "created") % (HISTORY_DAYS * 24 * 60))
 
 
 def _history(page_id: str, first: Version, authors: list[str]) -> list[Version]:
     """Up to four later versions, days to months apart, never past the end of 2024."""
     versions, when = [], first.when
     end = datetime(2024, 12, 1, tzinfo=UTC)
-    for number in range(2, 2 + _hash(page_id, "versions") % 5):
-        when += timedelta(minutes=_hash(page_id, f"gap{number}") % (200 * 24 * 60) + 1)
+    for number in range(2, 2 + stable_hash(page_id, "versions") % 5):
+        when += timedelta(minutes=stable_hash(page_id, f"gap{number}") % (200 * 24 * 60) + 1)
         if when >= end:
             break
-        versions.append(Version(number, when, authors[_hash(page_id, f"by{number}") % len(authors)], ""))
+        versions.append(Version(number, when, authors[stable_hash(page_id, f"by{number}") % len(authors)], ""))
     return versions
 
 
-def _slug(title: str) -> str:
+def slug(title: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")

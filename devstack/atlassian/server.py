@@ -1,6 +1,7 @@
 """The emulator's HTTP face: Confluence REST v1 at Cloud (``/wiki/rest/api``) and Data Center
-(``/rest/api``) paths, attachment downloads, and an admin API under ``/_emulator`` for tests and
-benchmarks (changes to the site, injected faults, a count of the requests served).
+(``/rest/api``) paths, attachment downloads, Jira REST v2 and v3 (:mod:`devstack.atlassian.jira_api`,
+at the root and under ``/jira``), and an admin API under ``/_emulator`` for tests and benchmarks
+(changes to the site, injected faults, a count of the requests served).
 
 Requests are authenticated as Confluence does: basic (username, email or account id with the
 user's API token) or a bearer personal access token. Every read is what that user may see: a page
@@ -23,6 +24,7 @@ from starlette.routing import Route
 
 from devstack.atlassian import cql, wire
 from devstack.atlassian.admin import Emulator, admin_routes
+from devstack.atlassian.jira_api import jira_routes
 from devstack.atlassian.site import Page, Site, User
 
 MAX_LIMIT = 100  # Confluence caps ``limit`` on content and search listings
@@ -30,6 +32,8 @@ DEFAULT_LIMIT = 25
 # Cloud's context path, a Data Center site's (cwiki.apache.org serves Confluence at /confluence),
 # and the root: clients that drop the context path when they follow ``_links.next`` land there.
 _CONTEXTS = ("/wiki", "/confluence", "")
+# Jira: at the root (Cloud, and Data Center sites of their own) or under /jira.
+_JIRA_CONTEXTS = ("/jira", "")
 
 
 Handler = Callable[[Request, User, "wire.Links"], Awaitable[Response]]
@@ -40,7 +44,7 @@ def create_app(emulator: Emulator) -> Starlette:
 
     def api(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
-            context = next((c for c in _CONTEXTS if c and request.url.path.startswith(c + "/")), "")
+            context = next((c for c in (*_CONTEXTS, *_JIRA_CONTEXTS) if c and request.url.path.startswith(c + "/")), "")
             emulator.requests[_route_name(request.url.path.removeprefix(context))] += 1
             fault = emulator.take_fault(request.url.path)
             if fault is not None and fault.kind != "drop":
@@ -239,8 +243,9 @@ def create_app(emulator: Emulator) -> Starlette:
         ("/rest/api/user/current", current_user),
         ("/download/attachments/{page}/{filename}", download),
     ]
+    jira = [Route(context + path, api(handler), methods=["GET", "POST"]) for context in _JIRA_CONTEXTS for path, handler in jira_routes(site.jira)]
     return Starlette(
-        routes=[Route(context + path, api(handler)) for context in _CONTEXTS for path, handler in routes] + admin_routes(emulator)
+        routes=[Route(context + path, api(handler)) for context in _CONTEXTS for path, handler in routes] + jira + admin_routes(emulator)
     )
 
 

@@ -108,6 +108,9 @@ class Site:
         self.pages: dict[str, Page] = {}
         self.attachments: dict[str, Attachment] = {}
         self._next_id = itertools.count(10_000_000_000)
+        from devstack.atlassian.jira import Jira  # the Jira half uses this module's users and groups
+
+        self.jira = Jira(self)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -190,7 +193,7 @@ class Site:
     ) -> Page:
         if space_key not in self.spaces:
             raise SiteError(f"no space {space_key}", 404)
-        self._require_user(by)
+        self.require_user(by)
         page_id = page_id or str(next(self._next_id))
         if page_id in self.pages:
             raise SiteError(f"page {page_id} already exists", 409)
@@ -207,7 +210,7 @@ class Site:
 
     def edit_page(self, page_id: str, *, by: str, body: str | None = None, title: str | None = None, message: str = "", at: datetime | None = None) -> Page:
         page = self._require_page(page_id)
-        self._require_user(by)
+        self.require_user(by)
         if title is not None and title != page.title:
             self._require_unique_title(page.space_key, title, page_id)
             page.title = title
@@ -220,7 +223,7 @@ class Site:
         """Move a page (and its subtree) under another parent, or to the top of a space. As in
         Confluence, a move is no new version: ``lastModified`` stays, and date queries miss it."""
         page = self._require_page(page_id)
-        self._require_user(by)
+        self.require_user(by)
         target_space = space_key or (self._require_page(new_parent_id).space_key if new_parent_id else page.space_key)
         if new_parent_id is not None:
             parent = self._require_page(new_parent_id)
@@ -256,7 +259,7 @@ class Site:
         """Replace the page's read restrictions. Not a new version: ``lastModified`` stays."""
         page = self._require_page(page_id)
         for account_id in users:
-            self._require_user(account_id)
+            self.require_user(account_id)
         for group in groups:
             self._require_group(group)
         page.read_users, page.read_groups = set(users), set(groups)
@@ -266,12 +269,12 @@ class Site:
         if name in self.groups:
             raise SiteError(f"group {name} already exists", 409)
         for account_id in members:
-            self._require_user(account_id)
+            self.require_user(account_id)
         self.groups[name] = set(members)
 
     def add_member(self, group: str, account_id: str) -> None:
         self._require_group(group)
-        self._require_user(account_id)
+        self.require_user(account_id)
         self.groups[group].add(account_id)
 
     def remove_member(self, group: str, account_id: str) -> None:
@@ -282,7 +285,7 @@ class Site:
         """Attach a file. Like Confluence, this makes the page's ``lastModified`` move (the page
         gets a new version); an attachment with the same file name replaces the old one."""
         page = self._require_page(page_id)
-        self._require_user(by)
+        self.require_user(by)
         when = at or self.clock()
         old = next((a for a in self.attachments_of(page_id) if a.filename == filename), None)
         if old is not None:
@@ -299,7 +302,7 @@ class Site:
             raise SiteError(f"no page {page_id}", 404)
         return page
 
-    def _require_user(self, account_id: str) -> None:
+    def require_user(self, account_id: str) -> None:
         if account_id not in self.users:
             raise SiteError(f"no user {account_id}", 404)
 

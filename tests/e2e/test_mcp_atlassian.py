@@ -1,5 +1,6 @@
 """The peer the evaluations compare against: PyPI mcp-atlassian, unmodified, as a real MCP server
-over stdio, reads the emulator as it would a Data Center site — search, get page, page children."""
+over stdio, reads the emulator as it would a Data Center site — Confluence search, get page, page
+children; Jira search and get issue."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from fastmcp.client.transports import StdioTransport
 from core.settings import Settings
 from devstack.atlassian.admin import Emulator
 from devstack.atlassian.hive import TOKENS, seed_hive
+from devstack.atlassian.hive_jira import seed_hive_jira
 from devstack.atlassian.runner import serving
 from devstack.atlassian.site import Site
 from devstack.peers import mcp_atlassian, mcp_atlassian_environment
@@ -25,11 +27,12 @@ HOME = "27362069"
 async def peer(settings: Settings, tmp_path_factory: pytest.TempPathFactory):
     site = Site()
     await seed_hive(site, CORPUS)
+    await seed_hive_jira(site, CORPUS)
     script = mcp_atlassian(settings)
     workdir = tmp_path_factory.mktemp("mcp-atlassian")  # empty: it would read ./.env over its environment
     with serving(Emulator(site, "unused-admin-token")) as url:
         transport = StdioTransport(
-            str(script), ["--transport", "stdio"], env=mcp_atlassian_environment(url + "/confluence", token=TOKENS["bob"]), cwd=str(workdir)
+            str(script), ["--transport", "stdio"], env=mcp_atlassian_environment(url + "/confluence", token=TOKENS["bob"], jira_url=url + "/jira"), cwd=str(workdir)
         )
         async with Client(transport, timeout=60) as client:
             yield client
@@ -41,7 +44,7 @@ def _payload(result) -> object:
 
 async def test_its_tools_are_the_ones_the_evaluations_call(peer):
     names = {tool.name for tool in await peer.list_tools()}
-    assert {"confluence_search", "confluence_get_page", "confluence_get_page_children"} <= names
+    assert {"confluence_search", "confluence_get_page", "confluence_get_page_children", "jira_search", "jira_get_issue"} <= names
 
 
 async def test_search_finds_pages_and_respects_what_its_user_may_see(peer):
@@ -61,3 +64,14 @@ async def test_get_page_children_lists_the_tree(peer):
     children = _payload(await peer.call_tool("confluence_get_page_children", {"parent_id": HOME, "limit": 50}))
     listed = children if isinstance(children, list) else children["results"]
     assert {"27820116", "46633569"} <= {str(child["id"]) for child in listed}  # AboutThisWiki, AccumuloIntegration
+
+
+async def test_jira_search_and_get_issue_respect_what_its_user_may_see(peer):
+    found = _payload(await peer.call_tool("jira_search", {"jql": 'project = HIVE AND text ~ "metatool"', "limit": 10}))
+    keys = {issue["key"] for issue in found["issues"]}
+    assert "HIVE-3056" in keys
+    issue = _payload(await peer.call_tool("jira_get_issue", {"issue_key": "HIVE-3056"}))
+    assert issue["key"] == "HIVE-3056" and "MetaTool" in json.dumps(issue)
+    epics = _payload(await peer.call_tool("jira_search", {"jql": "project = HIVE AND issuetype = Epic", "limit": 50}))
+    summaries = {i["summary"] for i in epics["issues"]}
+    assert "WebHCat" in summaries and "DesignDocs" not in summaries  # that epic is at level Security: bob is no committer
