@@ -169,6 +169,19 @@ class ConfluenceSettings(BaseModel):
         return self.url is None
 
 
+class JiraSettings(BaseModel):
+    """The Jira site to read (the Jira source; the sync takes it up with the Jira sinks)."""
+
+    url: str | None = Field(None, description="Site URL: `https://example.atlassian.net` (Cloud) or `https://jira.example.com` / `…/jira` (Data Center).")
+    cloud: bool | None = Field(None, description="Cloud or Data Center; unset decides by the host (`*.atlassian.net` is Cloud).")
+    username: str | None = Field(None, description="Account of the sync (e-mail on Cloud, username on Data Center); unset: the token is a bearer PAT.")
+    token: SecretStr | None = Field(None, description="API token (Cloud) or password / personal access token (Data Center).")
+    projects: list[str] = Field(default_factory=lambda: ["HIVE"], description="Keys of the projects to sync.")
+    page_size: int = Field(50, ge=1, le=100, description="Issues per REST call.")
+    timeout_s: float = Field(30.0, gt=0, description="Timeout of one REST call.")
+    max_attempts: int = Field(6, ge=1, description="Attempts per REST call under 429/5xx and dropped connections.")
+
+
 #: USD per million input and output tokens, paid tier, as published for each model (check the
 #: current price list; a run's cost is an estimate at these prices)
 DEFAULT_PRICES: dict[str, tuple[float, float]] = {

@@ -1,7 +1,8 @@
 """The emulator's Jira REST API: v2 (Data Center; ``/rest/api/2/search`` paged with ``startAt``)
 and v3 (Cloud; ``/rest/api/3/search/jql`` paged with ``nextPageToken``), issues by key with
 ``fields``/``expand``, projects, project roles and their actors, permission schemes, issue
-security schemes, levels and level members, fields, the current user and server info.
+security schemes, levels and level members, group members, fields, the current user and server
+info.
 
 Descriptions and comments are wiki markup in v2 and Atlassian Document Format in v3. Every read
 is what the caller may see: an issue they may not browse answers 404 exactly like one that does
@@ -172,6 +173,18 @@ def jira_routes(jira: Jira) -> list[tuple[str, Handler]]:
         window = rows[start : start + limit]
         return JSONResponse({"self": "", "maxResults": limit, "startAt": start, "total": len(rows), "isLast": start + limit >= len(rows), "values": window})
 
+    async def group_members(request: Request, account: User, links: wire.Links) -> Response:
+        name = request.query_params.get("groupname", "")
+        if name not in jira.site.groups:
+            return _error(404, f"Group '{name}' does not exist.")
+        members = sorted(jira.site.groups[name])
+        try:
+            start, limit = int(request.query_params.get("startAt", 0)), min(int(request.query_params.get("maxResults", DEFAULT_RESULTS)), MAX_RESULTS)
+        except ValueError:
+            return _error(400, "startAt and maxResults must be integers")
+        window = [_person(jira, member, links) for member in members[start : start + limit]]
+        return JSONResponse({"self": "", "maxResults": limit, "startAt": start, "total": len(members), "isLast": start + limit >= len(members), "values": window})
+
     async def fields(request: Request, account: User, links: wire.Links) -> Response:
         return JSONResponse([{"id": f, "key": f, "name": f.capitalize(), "custom": False, "navigable": True, "searchable": True} for f in FIELDS])
 
@@ -189,6 +202,7 @@ def jira_routes(jira: Jira) -> list[tuple[str, Handler]]:
         ("/rest/api/3/issue/{key}", issue_by_key(3)),
         ("/rest/api/2/issue/{key}/comment", comments),
         ("/rest/api/2/field", fields),
+        ("/rest/api/2/group/member", group_members),
         ("/rest/api/2/myself", myself),
         ("/rest/api/2/serverInfo", server_info),
         ("/rest/api/2/project", projects),
@@ -370,35 +384,58 @@ def _jira_time(when: Any) -> str:
 
 
 _HEADING = re.compile(r"^h([1-6])\.\s+(.*)$")
+_WIKI_LINK = re.compile(r"\[([^|\]]+)\|([^\]]+)\]")
 
 
 def adf(markup: str) -> dict[str, Any]:
-    """Wiki markup as a small Atlassian Document Format tree: headings (``h2. ``), code blocks
-    (``{code}``), bullet lists (``* ``) and paragraphs, text kept as written."""
+    """Wiki markup as Atlassian Document Format, as Cloud would store the same text: headings
+    (``h2. ``), code blocks (``{code}``), quotes (``{quote}``), bullet lists (``* ``), paragraphs,
+    and links (``[text|url]``) as text with a link mark."""
+    lines = re.sub(r"\{quote\}", "\n{quote}\n", markup).splitlines()
+    return {"type": "doc", "version": 1, "content": _adf_blocks(lines)}
+
+
+def _adf_blocks(lines: list[str]) -> list[dict[str, Any]]:
     content: list[dict[str, Any]] = []
-    lines = markup.splitlines()
     at = 0
     while at < len(lines):
-        line = lines[at]
-        if line.strip().startswith("{code"):
+        line = lines[at].strip()
+        if line.startswith("{code"):
             end = next((n for n in range(at + 1, len(lines)) if lines[n].strip().startswith("{code")), len(lines))
             content.append({"type": "codeBlock", "content": [{"type": "text", "text": "\n".join(lines[at + 1 : end])}]})
             at = end + 1
-        elif heading := _HEADING.match(line.strip()):
-            content.append({"type": "heading", "attrs": {"level": int(heading[1])}, "content": [{"type": "text", "text": heading[2]}]})
+        elif line == "{quote}":
+            end = next((n for n in range(at + 1, len(lines)) if lines[n].strip() == "{quote}"), len(lines))
+            content.append({"type": "blockquote", "content": _adf_blocks(lines[at + 1 : end])})
+            at = end + 1
+        elif heading := _HEADING.match(line):
+            content.append({"type": "heading", "attrs": {"level": int(heading[1])}, "content": _adf_inline(heading[2])})
             at += 1
-        elif line.lstrip().startswith("* "):
+        elif line.startswith("* "):
             items = []
-            while at < len(lines) and lines[at].lstrip().startswith("* "):
-                items.append({"type": "listItem", "content": [{"type": "paragraph", "content": [{"type": "text", "text": lines[at].lstrip()[2:]}]}]})
+            while at < len(lines) and lines[at].strip().startswith("* "):
+                items.append({"type": "listItem", "content": [{"type": "paragraph", "content": _adf_inline(lines[at].strip()[2:])}]})
                 at += 1
             content.append({"type": "bulletList", "content": items})
-        elif line.strip():
+        elif line:
             block = []
-            while at < len(lines) and lines[at].strip() and not lines[at].strip().startswith(("{code", "* ")) and not _HEADING.match(lines[at].strip()):
+            while at < len(lines) and lines[at].strip() and not lines[at].strip().startswith(("{code", "{quote}", "* ")) and not _HEADING.match(lines[at].strip()):
                 block.append(lines[at].strip())
                 at += 1
-            content.append({"type": "paragraph", "content": [{"type": "text", "text": " ".join(block)}]})
+            content.append({"type": "paragraph", "content": _adf_inline(" ".join(block))})
         else:
             at += 1
-    return {"type": "doc", "version": 1, "content": content}
+    return content
+
+
+def _adf_inline(text: str) -> list[dict[str, Any]]:
+    nodes: list[dict[str, Any]] = []
+    at = 0
+    for link in _WIKI_LINK.finditer(text):
+        if link.start() > at:
+            nodes.append({"type": "text", "text": text[at : link.start()]})
+        nodes.append({"type": "text", "text": link[1], "marks": [{"type": "link", "attrs": {"href": link[2]}}]})
+        at = link.end()
+    if at < len(text):
+        nodes.append({"type": "text", "text": text[at:]})
+    return nodes

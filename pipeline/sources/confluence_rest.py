@@ -7,8 +7,7 @@ parents, versions, read restrictions: what date queries cannot see), group membe
 * **Paging** follows ``_links.base`` + ``_links.next`` itself: Atlassian's next links leave out the
   context path (``/wiki``), and the library's own paging gets that wrong in one direction or the
   other depending on its version.
-* **Retries** (tenacity): 429 and 5xx answers, dropped connections and truncated bodies are tried
-  again, waiting what ``Retry-After`` asks (capped) or backing off exponentially with jitter.
+* **Retries**: :mod:`pipeline.sources.atlassian_http` (429, 5xx, dropped connections).
 * **CQL dates** are minute-precise and read in the sync account's time zone, which is asked from
   the site: a time in UTC would be hours off.
 * **Identity**: users are named by ``accountId`` on Cloud and by username on Data Center.
@@ -18,29 +17,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
-import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import requests
 from atlassian.confluence import ConfluenceServer
-from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
 
 from core.errors import ConfigurationError, SourceError
 from core.settings import ConfluenceSettings
+from pipeline.sources.atlassian_http import AtlassianHttp
 
 log = logging.getLogger("wayfinder.sources.confluence")
 
 PAGE_FIELDS = "version,ancestors,space,extensions.position,restrictions.read.restrictions.user,restrictions.read.restrictions.group"
 BODY_FIELDS = f"body.storage,metadata.labels,{PAGE_FIELDS}"
-MAX_RETRY_AFTER_S = 60.0
-_TRANSIENT_STATUS = {429, 500, 502, 503, 504}
 
 
 @dataclass(frozen=True)
@@ -78,12 +71,6 @@ class RemoteAttachment:
     download_url: str
 
 
-class _Transient(Exception):
-    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after_s = retry_after_s
-
-
 def _is_cloud(settings: ConfluenceSettings, url: str) -> bool:
     if settings.cloud is not None:
         return settings.cloud
@@ -105,10 +92,17 @@ class ConfluenceRestSource:
         else:
             credentials = {"token": token}
         # Retries are ours (tenacity, every transient failure); the library's own would retry 429 once more.
-        self._client = ConfluenceServer(self._url, cloud=self.cloud, timeout=settings.timeout_s, retry_with_header=False, **credentials)
-        self._sleep = sleep
-        self.calls = 0  # REST calls made, retries included
+        client = ConfluenceServer(self._url, cloud=self.cloud, timeout=settings.timeout_s, retry_with_header=False, **credentials)
+        self._http = AtlassianHttp(
+            client, product="Confluence", max_attempts=settings.max_attempts, sleep=sleep,
+            refused="check WAYFINDER_CONFLUENCE__USERNAME and WAYFINDER_CONFLUENCE__TOKEN, and that the account may read the space",
+        )
         self._zone: ZoneInfo | None = None
+
+    @property
+    def calls(self) -> int:
+        """REST calls made, retries included."""
+        return self._http.calls
 
     # -- what a sync asks ---------------------------------------------------------------------
 
@@ -180,7 +174,7 @@ class ConfluenceRestSource:
         return found
 
     async def download(self, attachment: RemoteAttachment) -> bytes:
-        data = await asyncio.to_thread(self._request, attachment.download_url, {}, absolute=True, as_json=False)
+        data = await asyncio.to_thread(self._http.request, attachment.download_url, {}, absolute=True, as_json=False)
         if data is None:
             raise SourceError(f"attachment {attachment.attachment_id} of page {attachment.page_id} is gone")
         return data
@@ -253,88 +247,7 @@ class ConfluenceRestSource:
         return await asyncio.to_thread(self._json, path, params, False)
 
     def _json(self, path: str, params: dict[str, Any], absolute: bool) -> dict[str, Any] | None:
-        return self._request(path, params, absolute=absolute, as_json=True)
-
-    def _request(self, path: str, params: dict[str, Any], *, absolute: bool, as_json: bool) -> Any:
-        """One GET, retried on transient failures; None for 404. A JSON body that cannot be read
-        (a connection dropped midway) counts as transient too."""
-        for attempt in self._retrying():
-            with attempt:
-                self.calls += 1
-                try:
-                    response = self._client.get(path, params=params or None, absolute=absolute, advanced_mode=True)
-                    status = response.status_code
-                    if status == 404:
-                        return None
-                    if status in _TRANSIENT_STATUS:
-                        raise _Transient(f"HTTP {status} on {path}", _retry_after(response))
-                    if status in (401, 403):
-                        raise SourceError(
-                            f"Confluence refused the sync account ({status}) on {path}: check WAYFINDER_CONFLUENCE__USERNAME "
-                            "and WAYFINDER_CONFLUENCE__TOKEN, and that the account may read the space"
-                        )
-                    if status >= 400:
-                        raise SourceError(f"Confluence answered {status} on {path}: {_message(response)}")
-                    if not as_json:
-                        return response.content
-                    return _json_body(response, path)
-                except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as exc:
-                    raise _Transient(f"{type(exc).__name__} on {path}") from exc
-        raise AssertionError("unreachable")  # pragma: no cover - the retry policy raises on giving up
-
-    def _retrying(self) -> Retrying:
-        def give_up(state: RetryCallState) -> None:
-            error = state.outcome.exception() if state.outcome else None
-            raise SourceError(f"Confluence did not answer after {state.attempt_number} attempts: {error}") from error
-
-        return Retrying(
-            stop=stop_after_attempt(self._settings.max_attempts),
-            wait=_wait,
-            retry=retry_if_exception_type(_Transient),
-            retry_error_callback=give_up,
-            sleep=self._sleep or time.sleep,
-            before_sleep=lambda state: log.info("retrying Confluence call: %s", state.outcome.exception() if state.outcome else ""),
-        )
-
-
-def _wait(state: RetryCallState) -> float:
-    error = state.outcome.exception() if state.outcome else None
-    if isinstance(error, _Transient) and error.retry_after_s is not None:
-        return min(error.retry_after_s, MAX_RETRY_AFTER_S)
-    return min(8.0, 0.25 * 2 ** (state.attempt_number - 1)) * (0.5 + random.random() / 2)
-
-
-def _json_body(response: requests.Response, path: str) -> Any:
-    """The JSON of a 200 answer. A body cut short by a dropped connection is worth another try;
-    a whole body that is not JSON (a login page in front of the site) is not."""
-    try:
-        return response.json()
-    except ValueError as exc:
-        if "json" in response.headers.get("Content-Type", "") or not response.text.strip():
-            raise _Transient(f"unreadable answer from {path}: {exc}") from exc
-        raise SourceError(f"Confluence answered {path} with something other than JSON (a login page?): {response.text[:120]!r}") from exc
-
-
-def _retry_after(response: requests.Response) -> float | None:
-    """``Retry-After`` in seconds or as an HTTP date."""
-    value = response.headers.get("Retry-After")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        return max(0.0, (parsedate_to_datetime(value) - datetime.now(UTC)).total_seconds())
-    except (TypeError, ValueError):
-        return None
-
-
-def _message(response: requests.Response) -> str:
-    try:
-        return str(response.json().get("message", ""))[:300]
-    except ValueError:
-        return response.text[:300]
+        return self._http.json(path, params, absolute=absolute)
 
 
 def _parse_time(text: str) -> datetime:

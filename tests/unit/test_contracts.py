@@ -44,7 +44,8 @@ def test_every_setting_is_documented_in_the_readme():
 
 def test_each_third_party_backend_is_imported_by_one_module():
     owners = {"openfga_sdk": {"authz/client.py"}, "neo4j": {"navigator/store.py"}, "lightrag": {"retrievers/lightrag_adapter.py"},
-              "atlassian": {"pipeline/sources/confluence_rest.py"}, "google": {"core/providers/gemini.py"}}
+              "atlassian": {"pipeline/sources/confluence_rest.py", "pipeline/sources/jira_rest.py"},
+              "jira2markdown": {"pipeline/transform/jira.py"}, "google": {"core/providers/gemini.py"}}
     for module, allowed in owners.items():
         importers = {
             str(path.relative_to(REPO))

@@ -1,0 +1,293 @@
+"""Jira over REST (Cloud and Data Center) with atlassian-python-api: what a sync needs from a
+project, as plain records — the project, a listing of every issue without text (key, type,
+parent, security level, updated: what date queries cannot see), issues changed since a time with
+their text, and who may browse what.
+
+* **Search**: Cloud through ``/rest/api/3/search/jql`` paged with ``nextPageToken`` (its v2
+  search is gone), Data Center through ``/rest/api/2/search`` paged with ``startAt``.
+* **Text** is kept as sent — Atlassian Document Format from Cloud, wiki markup from Data Center —
+  for the raw store; :mod:`pipeline.transform.jira` turns both into Markdown.
+* **JQL dates** are minute-precise and read in the sync account's time zone, which is asked from
+  the site (``/rest/api/2/myself``).
+* **Permissions**: "Browse projects" holders of the project's permission scheme, the actors of its
+  roles, and the members of its security levels (reporter and assignee included), in OpenFGA
+  spelling. Reading them needs an administrator; without them the sync stops rather than guess.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from atlassian import Jira
+
+from core.errors import ConfigurationError, SourceError
+from core.models import ASSIGNEE, REPORTER, JiraPermissions
+from core.settings import JiraSettings
+from pipeline.sources.atlassian_http import AtlassianHttp
+
+LIST_FIELDS = "summary,issuetype,parent,security,updated,status,labels,reporter,assignee"
+TEXT_FIELDS = f"{LIST_FIELDS},description,comment,issuelinks"
+BROWSE = "BROWSE_PROJECTS"
+
+
+@dataclass(frozen=True)
+class RemoteProject:
+    key: str
+    name: str
+    url: str
+
+
+@dataclass(frozen=True)
+class RemoteComment:
+    author: str | None
+    created: datetime
+    body: Any  # as sent: wiki markup (Data Center) or an ADF document (Cloud)
+
+
+@dataclass(frozen=True)
+class RemoteIssue:
+    key: str
+    project_key: str
+    issue_type: str
+    hierarchy_level: int
+    summary: str
+    parent_key: str | None
+    updated: datetime
+    url: str
+    security_level: str | None
+    status: str
+    labels: tuple[str, ...]
+    reporter: str | None
+    assignee: str | None
+    description: Any = None  # as sent, when the text was asked for: wiki markup, ADF, or None
+    comments: tuple[RemoteComment, ...] = ()
+    links: tuple[tuple[str, str, str], ...] = ()  # (link type, "outward" or "inward", other key)
+
+
+class JiraRestSource:
+    """One Jira site. Construction does no I/O; every call runs the blocking client in a thread."""
+
+    def __init__(self, settings: JiraSettings, url: str, *, sleep: Callable[[float], None] | None = None) -> None:
+        if settings.token is None:
+            raise ConfigurationError("WAYFINDER_JIRA__TOKEN is required to read a Jira site")
+        self._settings = settings
+        self._url = url.rstrip("/")
+        self.cloud = settings.cloud if settings.cloud is not None else (urlsplit(self._url).hostname or "").endswith(".atlassian.net")
+        token = settings.token.get_secret_value()
+        credentials: dict[str, Any] = {"username": settings.username, "password": token} if settings.username else {"token": token}
+        client = Jira(self._url, cloud=self.cloud, timeout=settings.timeout_s, retry_with_header=False, **credentials)
+        self._http = AtlassianHttp(
+            client, product="Jira", max_attempts=settings.max_attempts, sleep=sleep,
+            refused="check WAYFINDER_JIRA__USERNAME and WAYFINDER_JIRA__TOKEN, and that the account may browse the project "
+            "and administer its permission schemes",
+        )
+        self._zone: ZoneInfo | None = None
+
+    @property
+    def calls(self) -> int:
+        """REST calls made, retries included."""
+        return self._http.calls
+
+    # -- what a sync asks ---------------------------------------------------------------------
+
+    async def project(self, key: str) -> RemoteProject:
+        body = await self._get(f"rest/api/2/project/{key}", {})
+        if body is None:
+            raise SourceError(f"Jira has no project {key!r}, or the sync account may not browse it")
+        return RemoteProject(body["key"], body.get("name", key), f"{self._url}/browse/{body['key']}")
+
+    async def list_issues(self, project_key: str) -> list[RemoteIssue]:
+        """Every issue of the project, without text: what a reconcile compares against the store."""
+        found: list[RemoteIssue] = []
+        async for batch in self._search(f'project = "{project_key}" ORDER BY key ASC', LIST_FIELDS):
+            found.extend(batch)
+        return found
+
+    async def changed_issues(self, project_key: str, since: datetime | None) -> AsyncIterator[list[RemoteIssue]]:
+        """Issues of the project updated at or after ``since`` (all when None), oldest first, with
+        their text, comments and links."""
+        jql = f'project = "{project_key}"'
+        if since is not None:
+            jql += f' AND updated >= "{await self.jql_time(since)}"'
+        async for batch in self._search(jql + " ORDER BY updated ASC, key ASC", TEXT_FIELDS):
+            yield batch
+
+    async def permissions(self, project_key: str) -> JiraPermissions:
+        """Browse holders, role members and security level members of one project, in OpenFGA
+        spelling; the members of every group they name."""
+        project = await self._get(f"rest/api/2/project/{project_key}", {})
+        if project is None:
+            raise SourceError(f"Jira has no project {project_key!r}, or the sync account may not browse it")
+        roles = await self._get(f"rest/api/2/project/{project_key}/role", {}) or {}
+        role_of: dict[str, str] = {}  # role id -> "<KEY>.<name>"
+        role_members: dict[str, tuple[str, ...]] = {}
+        for name, link in sorted(roles.items()):
+            role = await self._get(link, {}, absolute=True)
+            if role is None:
+                continue
+            role_id = f"{project_key}.{name.replace(' ', '_')}"
+            role_of[str(role["id"])] = role_id
+            role_members[role_id] = tuple(sorted(self._actor(actor) for actor in role.get("actors", [])))
+        scheme = await self._get(f"rest/api/2/project/{project_key}/permissionscheme", {"expand": "permissions"})
+        if scheme is None or "permissions" not in scheme:
+            raise SourceError(f"Jira did not list the permission scheme of project {project_key!r}: the sync account must be allowed to read it")
+        browse = tuple(sorted({self._holder(p["holder"], role_of) for p in scheme["permissions"] if p.get("permission") == BROWSE} - {""}))
+        levels: dict[str, list[str]] = {}
+        security = await self._get(f"rest/api/2/project/{project_key}/issuesecuritylevelscheme", {})
+        if security is not None and security.get("levels"):
+            for level in security["levels"]:
+                levels[str(level["id"])] = []
+            async for rows in self._values(f"rest/api/{3 if self.cloud else 2}/issuesecurityschemes/level/member", {"schemeId": security["id"]}):
+                for row in rows:
+                    member = self._holder(row["holder"], role_of)
+                    if member and str(row["issueSecurityLevelId"]) in levels:
+                        levels[str(row["issueSecurityLevelId"])].append(member)
+        groups = {s.removeprefix("group:").removesuffix("#member") for s in [*browse, *(m for ms in role_members.values() for m in ms), *(m for ms in levels.values() for m in ms)] if s.startswith("group:")}
+        group_members = {name: tuple(sorted(await self.group_members(name))) for name in sorted(groups)}
+        return JiraPermissions(
+            project_browsers={project_key: browse}, role_members=role_members,
+            level_members={level: tuple(sorted(set(members))) for level, members in levels.items()},
+            group_members={name: tuple(f"user:{member}" for member in members) for name, members in group_members.items()},
+        )
+
+    async def group_members(self, name: str) -> list[str]:
+        members: list[str] = []
+        async for rows in self._values("rest/api/2/group/member", {"groupname": name}):
+            members.extend(self.user_key(user) for user in rows)
+        return members
+
+    async def jql_time(self, when: datetime) -> str:
+        """``when`` as a JQL date literal in the sync account's time zone, cut to the minute."""
+        if self._zone is None:
+            me = await self._get("rest/api/2/myself", {}) or {}
+            try:
+                self._zone = ZoneInfo(me.get("timeZone") or "UTC")
+            except (ZoneInfoNotFoundError, ValueError):
+                self._zone = ZoneInfo("UTC")
+        return when.astimezone(self._zone).strftime("%Y-%m-%d %H:%M")
+
+    def user_key(self, user: dict[str, Any]) -> str:
+        """The id a Jira user has in Wayfinder: ``accountId`` on Cloud (``:`` → ``-``), the
+        username on Data Center — the same as the Confluence source's."""
+        if self.cloud:
+            return str(user["accountId"]).replace(":", "-")
+        return str(user.get("name") or user.get("key") or user["accountId"])
+
+    # -- the wire -----------------------------------------------------------------------------
+
+    async def _get(self, path: str, params: dict[str, Any], *, absolute: bool = False) -> Any:
+        return await asyncio.to_thread(self._http.json, path, params, absolute=absolute)
+
+    async def _search(self, jql: str, fields: str) -> AsyncIterator[list[RemoteIssue]]:
+        size = self._settings.page_size
+        if self.cloud:
+            token: str | None = None
+            while True:
+                params = {"jql": jql, "fields": fields, "maxResults": size, **({"nextPageToken": token} if token else {})}
+                body = await self._get("rest/api/3/search/jql", params)
+                if body is None:
+                    raise SourceError("Jira answered 404 for rest/api/3/search/jql")
+                yield [self._issue(item) for item in body.get("issues", [])]
+                token = body.get("nextPageToken")
+                if body.get("isLast", True) or not token:
+                    return
+        start = 0
+        while True:
+            body = await self._get("rest/api/2/search", {"jql": jql, "fields": fields, "startAt": start, "maxResults": size})
+            if body is None:
+                raise SourceError("Jira answered 404 for rest/api/2/search")
+            issues = body.get("issues", [])
+            yield [self._issue(item) for item in issues]
+            start += len(issues)
+            if not issues or start >= int(body.get("total", 0)):
+                return
+
+    async def _values(self, path: str, params: dict[str, Any]) -> AsyncIterator[list[dict[str, Any]]]:
+        """The ``values`` of a paged listing (``startAt``, ``isLast``)."""
+        start = 0
+        while True:
+            body = await self._get(path, {**params, "startAt": start, "maxResults": self._settings.page_size})
+            if body is None:
+                return
+            rows = body.get("values", [])
+            yield rows
+            start += len(rows)
+            if body.get("isLast", True) or not rows:
+                return
+
+    def _issue(self, item: dict[str, Any]) -> RemoteIssue:
+        fields = item.get("fields") or {}
+        # An issue's place and level decide who may see it: an answer without them is refused (A10).
+        missing = [name for name in ("issuetype", "security", "updated") if name not in fields]
+        if missing:
+            raise SourceError(f"Jira sent issue {item.get('key', '?')} without {', '.join(missing)}: refusing to guess who may see it")
+        try:
+            kind = fields["issuetype"]
+            level = int(kind.get("hierarchyLevel", -1 if kind.get("subtask") else 0))
+            comments = (fields.get("comment") or {}).get("comments", [])
+            return RemoteIssue(
+                key=item["key"],
+                project_key=item["key"].rpartition("-")[0],
+                issue_type=kind["name"],
+                hierarchy_level=level,
+                summary=fields.get("summary") or "",
+                parent_key=(fields.get("parent") or {}).get("key"),
+                updated=_parse_time(fields["updated"]),
+                url=f"{self._url}/browse/{item['key']}",
+                security_level=str(fields["security"]["id"]) if fields.get("security") else None,
+                status=(fields.get("status") or {}).get("name", ""),
+                labels=tuple(fields.get("labels") or ()),
+                reporter=self.user_key(fields["reporter"]) if fields.get("reporter") else None,
+                assignee=self.user_key(fields["assignee"]) if fields.get("assignee") else None,
+                description=fields.get("description"),
+                comments=tuple(
+                    RemoteComment(self.user_key(c["author"]) if c.get("author") else None, _parse_time(c["created"]), c.get("body"))
+                    for c in comments
+                ),
+                links=tuple(
+                    (link["type"]["name"], direction, link[f"{direction}Issue"]["key"])
+                    for link in fields.get("issuelinks") or ()
+                    for direction in ("outward", "inward")
+                    if f"{direction}Issue" in link
+                ),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SourceError(f"Jira sent an issue without {exc!s} (issue {item.get('key', '?')})") from exc
+
+    def _actor(self, actor: dict[str, Any]) -> str:
+        if actor.get("type") == "atlassian-group-role-actor":
+            return f"group:{(actor.get('actorGroup') or {}).get('name') or actor['name']}#member"
+        user = actor.get("actorUser") or {}
+        return f"user:{self.user_key({'accountId': user.get('accountId', actor.get('name')), 'name': actor.get('name')})}"
+
+    def _holder(self, holder: dict[str, Any], role_of: dict[str, str]) -> str:
+        """A permission or level holder in OpenFGA spelling; "" for one that grants nothing here."""
+        kind, parameter = holder.get("type"), str(holder.get("parameter") or holder.get("value") or "")
+        if kind == "anyone":
+            return "user:*"
+        if kind == "group" and parameter:
+            return f"group:{parameter}#member"
+        if kind == "user" and parameter:
+            return f"user:{self.user_key({'accountId': parameter, 'name': parameter})}"
+        if kind == "projectRole" and parameter in role_of:
+            return f"project_role:{role_of[parameter]}#member"
+        if kind == "reporter":
+            return REPORTER
+        if kind == "assignee":
+            return ASSIGNEE
+        return ""
+
+
+def _parse_time(text: str) -> datetime:
+    """Jira's ``2024-01-02T03:04:05.000+0000`` (or ISO with a colon in the offset, or ``Z``)."""
+    text = text.replace("Z", "+00:00")
+    if len(text) > 5 and text[-5] in "+-" and text[-3] != ":":
+        text = text[:-2] + ":" + text[-2:]
+    when = datetime.fromisoformat(text)
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
