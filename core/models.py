@@ -103,6 +103,18 @@ class Permissions(Frozen):
     group_members: dict[str, tuple[str, ...]]
 
 
+class Project(Frozen):
+    """A Jira project: the root of its issue tree, as a space is of its page tree."""
+
+    key: str
+    name: str
+    url: str
+
+    @property
+    def id(self) -> str:
+        return ids.project_id(self.key)
+
+
 class Issue(Frozen):
     """One Jira issue as the pipeline hands it to the stores."""
 

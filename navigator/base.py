@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
-from core.models import Image, Page, Space
+from core.models import Image, Issue, Page, Project, Space
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,8 @@ class PageSummary:
 
 @dataclass(frozen=True)
 class ChildPage:
+    """A child in a tree: a page (in a space) or an issue (``space_id`` is then its project's id)."""
+
     id: str
     title: str
     url: str
@@ -61,10 +63,17 @@ class NavigatorStore(Protocol):
         tree order; at most ``limit`` rows, so only the last parent listed may be cut short."""
         ...
 
-    async def titled(self, key: str, space_id: str | None, limit: int) -> list[str]:
-        """Ids of up to ``limit`` pages whose :func:`core.text.title_key` is ``key`` (in one space
-        when ``space_id`` is given), in id order."""
+    async def titled(self, key: str, container_id: str | None, limit: int, issue_key: str | None = None) -> list[str]:
+        """Ids of up to ``limit`` pages and issues whose :func:`core.text.title_key` is ``key``, and
+        the issue keyed ``issue_key`` (in one space or project when ``container_id`` is given), in
+        id order."""
         ...
+
+    async def sync_project(self, project: Project, issues: Sequence[Issue]) -> int:
+        """Make the stored issue tree of ``project`` equal to ``issues``; returns the issues written."""
+        ...
+
+    async def projects(self) -> list[Project]: ...
 
     async def related(self, page_id: str, limit: int) -> list[tuple[str, ChildPage]]:
         """("links_to" or "linked_from", page) for up to ``limit`` pages each way, in title order

@@ -4,13 +4,20 @@ Graph: (:Space {id, key, name, url}) -[:ROOT_PAGE {position}]-> (:Page) for top-
 (:Page)-[:PARENT_OF {position}]->(:Page) for the tree, (:Space)-[:HAS_PAGE]->(:Page) for
 membership, (:Page)-[:LINKS_TO]->(:Page) for the links in a page's text, and
 (:Page)-[:HAS_IMAGE]->(:Image {id, page_id, space_id, filename, media_type, alt_text, sha256, data})
-for the images a page shows. Ids are Wayfinder's typed ids ("space:HIVE", "page:27362069").
+for the images a page shows. Jira the same way: (:Project {id, key, name, url}) -[:ROOT_ISSUE
+{position}]-> (:Issue) for issues without a parent (epics, and issues in no epic),
+(:Issue)-[:PARENT_OF {position}]->(:Issue) for epic → issue → sub-task, (:Project)-[:HAS_ISSUE]->
+(:Issue). An issue's ``space_id`` holds its project's id, so pages and issues are placed alike.
+Ids are Wayfinder's typed ids ("space:HIVE", "page:27362069", "project:HIVE", "issue:HIVE-1234").
 """
 
 SCHEMA = (
     "CREATE CONSTRAINT space_id IF NOT EXISTS FOR (s:Space) REQUIRE s.id IS UNIQUE",
     "CREATE CONSTRAINT page_id IF NOT EXISTS FOR (p:Page) REQUIRE p.id IS UNIQUE",
     "CREATE INDEX page_title_key IF NOT EXISTS FOR (p:Page) ON (p.title_key)",
+    "CREATE CONSTRAINT project_id IF NOT EXISTS FOR (p:Project) REQUIRE p.id IS UNIQUE",
+    "CREATE CONSTRAINT issue_id IF NOT EXISTS FOR (i:Issue) REQUIRE i.id IS UNIQUE",
+    "CREATE INDEX issue_title_key IF NOT EXISTS FOR (i:Issue) ON (i.title_key)",
 )
 
 MERGE_SPACE = """
@@ -91,6 +98,10 @@ CALL () {
   MATCH (:Space {id: $id})-[r:ROOT_PAGE]->(c:Page) RETURN c, r
   UNION
   MATCH (:Page {id: $id})-[r:PARENT_OF]->(c:Page) RETURN c, r
+  UNION
+  MATCH (:Project {id: $id})-[r:ROOT_ISSUE]->(c:Issue) RETURN c, r
+  UNION
+  MATCH (:Issue {id: $id})-[r:PARENT_OF]->(c:Issue) RETURN c, r
 }
 WITH c, r WHERE r.position > $after
 RETURN c.id AS id, c.title AS title, c.url AS url, c.space_id AS space_id, r.position AS position
@@ -106,23 +117,38 @@ CALL (parent) {
   MATCH (:Space {id: parent})-[r:ROOT_PAGE]->(c:Page) RETURN c, r
   UNION
   MATCH (:Page {id: parent})-[r:PARENT_OF]->(c:Page) RETURN c, r
+  UNION
+  MATCH (:Project {id: parent})-[r:ROOT_ISSUE]->(c:Issue) RETURN c, r
+  UNION
+  MATCH (:Issue {id: parent})-[r:PARENT_OF]->(c:Issue) RETURN c, r
 }
 RETURN parent, c.id AS id, c.title AS title, c.url AS url, c.space_id AS space_id, r.position AS position
 ORDER BY parent, position
 LIMIT $limit
 """
 
-# Pages by title as a path names it (core.text.title_key), optionally in one space.
-PAGES_TITLED = """
-MATCH (p:Page {title_key: $key})
-WHERE $space_id IS NULL OR p.space_id = $space_id
+# Pages and issues by title as a path names it (core.text.title_key), or an issue by its key,
+# optionally in one space or project.
+TITLED = """
+CALL () {
+  MATCH (p:Page {title_key: $key}) RETURN p
+  UNION
+  MATCH (p:Issue {title_key: $key}) RETURN p
+  UNION
+  MATCH (p:Issue {id: $issue_id}) RETURN p
+}
+WITH p WHERE $container IS NULL OR p.space_id = $container
 RETURN p.id AS id ORDER BY p.id LIMIT $limit
 """
 
 # Position of a page among its siblings (resumes list_children after a visible child).
 POSITION = """
-MATCH (parent)-[r:PARENT_OF|ROOT_PAGE]->(:Page {id: $id})
-WHERE parent.id = $parent_id
+CALL () {
+  MATCH (parent)-[r:PARENT_OF|ROOT_PAGE]->(:Page {id: $id}) RETURN parent, r
+  UNION
+  MATCH (parent)-[r:PARENT_OF|ROOT_ISSUE]->(:Issue {id: $id}) RETURN parent, r
+}
+WITH parent, r WHERE parent.id = $parent_id
 RETURN r.position AS position
 """
 
@@ -140,6 +166,57 @@ WHERE root:Space
 RETURN p.id AS id, p.title AS title, p.url AS url, p.space_id AS space_id, p.labels AS labels,
        p.updated_at AS updated_at, [n IN nodes(path)[1..-1] | {id: n.id, title: n.title}] AS ancestors
 """
+
+# Summaries of many issues with their ancestors from the project down (epic, story).
+ISSUE_SUMMARIES = """
+UNWIND $ids AS wanted
+MATCH (i:Issue {id: wanted})
+OPTIONAL MATCH path = (root)-[:ROOT_ISSUE|PARENT_OF*1..]->(i)
+WHERE root:Project
+RETURN i.id AS id, i.title AS title, i.url AS url, i.space_id AS space_id, i.labels AS labels,
+       i.updated_at AS updated_at, [n IN nodes(path)[1..-1] | {id: n.id, title: n.title}] AS ancestors
+"""
+
+MERGE_PROJECT = """
+MERGE (p:Project {id: $id})
+SET p.key = $key, p.name = $name, p.url = $url
+"""
+
+# Issues arrive parents first. Tree edges of the batch are replaced, so moves take effect.
+MERGE_ISSUES = """
+UNWIND $issues AS row
+MATCH (project:Project {id: row.space_id})
+MERGE (i:Issue {id: row.id})
+SET i.key = row.key, i.title = row.title, i.title_key = row.title_key, i.url = row.url, i.markdown = row.markdown,
+    i.space_id = row.space_id, i.issue_type = row.issue_type, i.level = row.level, i.digest = row.digest,
+    i.labels = row.labels, i.updated_at = row.updated_at
+MERGE (project)-[:HAS_ISSUE]->(i)
+WITH i, row, project
+OPTIONAL MATCH (i)<-[old:PARENT_OF|ROOT_ISSUE]-()
+DELETE old
+WITH DISTINCT i, row, project
+CALL (i, row, project) {
+  WITH i, row, project WHERE row.parent_id IS NULL
+  MERGE (project)-[r:ROOT_ISSUE]->(i) SET r.position = row.position
+  UNION
+  WITH i, row WHERE row.parent_id IS NOT NULL
+  MATCH (parent:Issue {id: row.parent_id})
+  MERGE (parent)-[r:PARENT_OF]->(i) SET r.position = row.position
+}
+"""
+
+ISSUE_DIGESTS = """
+MATCH (:Project {id: $project_id})-[:HAS_ISSUE]->(i:Issue)
+RETURN i.id AS id, i.digest AS digest
+"""
+
+PRUNE_ISSUES = """
+MATCH (:Project {id: $project_id})-[:HAS_ISSUE]->(i:Issue)
+WHERE NOT i.id IN $keep
+DETACH DELETE i
+"""
+
+PROJECTS = "MATCH (p:Project) RETURN p.key AS key, p.name AS name, p.url AS url ORDER BY p.key"
 
 IMAGE_HASHES = """
 MATCH (i:Image {space_id: $space_id})

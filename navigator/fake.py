@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from core.models import Image, Page, Space
+from core.models import Image, Issue, Page, Project, Space
 from core.text import title_key
 from navigator.base import ChildPage, Crumb, PageContent, PageSummary
 
@@ -14,6 +14,8 @@ class FakeNavigatorStore:
         self._spaces: dict[str, Space] = {}
         self._pages: dict[str, Page] = {}
         self._images: dict[str, Image] = {}
+        self._projects: dict[str, Project] = {}
+        self._issues: dict[str, Issue] = {}
 
     async def sync_space(self, space: Space, pages: Sequence[Page]) -> int:
         self._spaces[space.id] = space
@@ -25,28 +27,44 @@ class FakeNavigatorStore:
     async def spaces(self) -> list[Space]:
         return sorted(self._spaces.values(), key=lambda s: s.key)
 
-    def _children_of(self, node_id: str) -> list[Page]:
+    async def sync_project(self, project: Project, issues: Sequence[Issue]) -> int:
+        self._projects[project.id] = project
+        before = dict(self._issues)
+        held = {issue.key for issue in issues}
+        self._issues = {iid: i for iid, i in self._issues.items() if i.project_key != project.key}
+        self._issues.update((i.id, i if i.parent_key in held or i.parent_key is None else i.model_copy(update={"parent_key": None})) for i in issues)
+        return sum(1 for issue in issues if before.get(issue.id) != issue)
+
+    async def projects(self) -> list[Project]:
+        return sorted(self._projects.values(), key=lambda p: p.key)
+
+    def _children_of(self, node_id: str) -> list[Page | Issue]:
         if node_id in self._spaces:
             key = self._spaces[node_id].key
-            found = [p for p in self._pages.values() if p.space_key == key and p.parent_id is None]
+            found: list[Page | Issue] = [p for p in self._pages.values() if p.space_key == key and p.parent_id is None]
+        elif node_id in self._projects:
+            key = self._projects[node_id].key
+            found = [i for i in self._issues.values() if i.project_key == key and i.parent_key is None]
+        elif node_id.startswith("issue:"):
+            found = [i for i in self._issues.values() if i.parent_key and f"issue:{i.parent_key}" == node_id]
         else:
             found = [p for p in self._pages.values() if p.parent_id and f"page:{p.parent_id}" == node_id]
         return sorted(found, key=lambda p: p.position)
 
     async def children(self, node_id: str, after: int, limit: int) -> list[ChildPage]:
-        return [
-            ChildPage(p.id, p.title, p.url, f"space:{p.space_key}", p.position)
-            for p in self._children_of(node_id)
-            if p.position > after
-        ][:limit]
+        return [_child(p) for p in self._children_of(node_id) if p.position > after][:limit]
 
     async def children_of(self, parent_ids: Sequence[str], limit: int) -> list[tuple[str, ChildPage]]:
         rows = [(parent, child) for parent in sorted(set(parent_ids)) for child in await self.children(parent, -1, 10**9)]
         return rows[:limit]
 
-    async def titled(self, key: str, space_id: str | None, limit: int) -> list[str]:
-        found = (p.id for p in self._pages.values() if title_key(p.title) == key and space_id in (None, f"space:{p.space_key}"))
-        return sorted(found)[:limit]
+    async def titled(self, key: str, container_id: str | None, limit: int, issue_key: str | None = None) -> list[str]:
+        pages = [p.id for p in self._pages.values() if title_key(p.title) == key and container_id in (None, f"space:{p.space_key}")]
+        issues = [
+            i.id for i in self._issues.values()
+            if (title_key(i.summary) == key or i.key == issue_key) and container_id in (None, f"project:{i.project_key}")
+        ]
+        return sorted(pages + issues)[:limit]
 
     async def related(self, page_id: str, limit: int) -> list[tuple[str, ChildPage]]:
         source = self._pages.get(page_id)
@@ -67,6 +85,16 @@ class FakeNavigatorStore:
     async def summaries(self, page_ids: Sequence[str]) -> dict[str, PageSummary]:
         found = {}
         for page_id in page_ids:
+            if page_id in self._issues:
+                issue = self._issues[page_id]
+                chain: list[Crumb] = []
+                parent = issue.parent_key
+                while parent is not None:
+                    node = self._issues[f"issue:{parent}"]
+                    chain.insert(0, Crumb(node.id, node.summary))
+                    parent = node.parent_key
+                found[page_id] = PageSummary(issue.id, issue.summary, issue.url, f"project:{issue.project_key}", tuple(chain), issue.labels, issue.updated_at)
+                continue
             page = self._pages.get(page_id)
             if page is None:
                 continue
@@ -89,3 +117,9 @@ class FakeNavigatorStore:
 
     async def image(self, image_id: str) -> Image | None:
         return self._images.get(image_id)
+
+
+def _child(node: Page | Issue) -> ChildPage:
+    if isinstance(node, Issue):
+        return ChildPage(node.id, node.summary, node.url, f"project:{node.project_key}", node.position)
+    return ChildPage(node.id, node.title, node.url, f"space:{node.space_key}", node.position)

@@ -14,7 +14,7 @@ from authz import links, policy
 from authz.gate import Gate
 from core import ids
 from core.errors import InvalidArgument, NotFound
-from core.models import Space
+from core.models import Project, Space
 from core.text import estimate_tokens, sections, title_key
 from navigator.base import ChildPage, Crumb, NavigatorStore, PageSummary
 
@@ -30,6 +30,9 @@ TREE_ROWS = 1000
 MAX_PATH_CHARS = 1000
 MAX_PATH_MATCHES = 20  # pages a path's last title may name before the rest of the path narrows them
 MAX_RELATED_LIMIT = 100
+CONTAINERS = ("space", "project")  # the roots of the trees
+NODES = ("page", "issue")
+_ISSUE_KEY = re.compile(r"[A-Z][A-Z0-9_]{0,63}-[0-9]{1,12}")
 # Linked pages read (and authorized) each way before the limit is applied, so hidden pages do not
 # take the places of visible ones.
 RELATED_ROWS = 500
@@ -171,32 +174,34 @@ class Navigator:
         return ImageView(image.id, f"page:{image.page_id}", image.filename, image.media_type, image.alt_text, image.data)
 
     async def get_ancestors(self, gate: Gate, node_id: str) -> list[Crumb]:
-        """The path from the root (the space) down to the parent of ``node_id``. Every node of it
-        is visible: it starts below the lowest hidden ancestor if there is one (A3)."""
+        """The path from the root (the space or project) down to the parent of ``node_id`` (a
+        page, or an issue: its epic, its story). Every node of it is visible: it starts below the
+        lowest hidden ancestor if there is one (A3)."""
         kind, _ = ids.parse(node_id)
-        if kind == "space":
-            await self._space(gate, node_id)
+        if kind in CONTAINERS:
+            await self._container(gate, node_id)
             return []
-        if kind != "page":
-            raise InvalidArgument(f"get_ancestors takes a page or space id, got {node_id!r}")
+        if kind not in NODES:
+            raise InvalidArgument(f"get_ancestors takes a page, issue, space or project id, got {node_id!r}")
         summaries = await self._store.summaries([node_id])
         summary = (await policy.visible_pages(gate, summaries, also=[] if summaries else [node_id])).get(node_id)
         if summary is None:
             raise NotFound(node_id)
         whole = summaries[node_id].ancestors
-        if len(summary.ancestors) < len(whole):  # cut below a hidden ancestor: the space is not on this path
+        if len(summary.ancestors) < len(whole):  # cut below a hidden ancestor: the root is not on this path
             return list(summary.ancestors)
-        space = await self._space(gate, summary.space_id)
-        return [Crumb(space.id, space.name), *summary.ancestors]
+        root = await self._container(gate, summary.space_id)
+        return [Crumb(root.id, root.name), *summary.ancestors]
 
     async def get_tree(self, gate: Gate, node_id: str, depth: int, limit: int) -> Tree:
-        """The subtree under a space or page, ``depth`` levels down and at most ``limit`` nodes
-        below the root (shallow levels first), hidden pages left out with everything under them.
+        """The subtree under a space, page, project or issue, ``depth`` levels down and at most
+        ``limit`` nodes below the root (shallow levels first), hidden nodes left out with everything
+        under them.
         Each node's ``child_count`` counts its visible children. One round trip to the
         authorizer per level read."""
         kind, _ = ids.parse(node_id)
-        if kind not in ("space", "page"):
-            raise InvalidArgument(f"get_tree takes a page or space id, got {node_id!r}")
+        if kind not in (*CONTAINERS, *NODES):
+            raise InvalidArgument(f"get_tree takes a page, issue, space or project id, got {node_id!r}")
         if not isinstance(depth, int) or not 1 <= depth <= MAX_TREE_DEPTH:
             raise InvalidArgument(f"depth must be between 1 and {MAX_TREE_DEPTH}, got {depth!r}")
         if not isinstance(limit, int) or not 1 <= limit <= MAX_TREE_LIMIT:
@@ -205,12 +210,12 @@ class Navigator:
         # Read the root and its children first, then authorize them in one batch.
         rows = await self._store.children_of([node_id], TREE_ROWS)
         below = [obj for _, child in rows for obj in (child.id, child.space_id)]
-        if kind == "space":
-            space = next((s for s in await self._store.spaces() if s.id == node_id), None)
+        if kind in CONTAINERS:
+            container = next((c for c in await self._containers() if c.id == node_id), None)
             shown = await gate.visible([node_id, *below])
-            if space is None or node_id not in shown:
+            if container is None or node_id not in shown:
                 raise NotFound(node_id)
-            root = TreeNode(node_id, space.name, space.url)
+            root = TreeNode(node_id, container.name, container.url)
         else:
             summaries = await self._store.summaries([node_id])
             summary = (await policy.visible_pages(gate, summaries, also=below if summaries else [node_id])).get(node_id)
@@ -249,33 +254,47 @@ class Navigator:
         return Tree(root, truncated)
 
     async def resolve_path(self, gate: Gate, path: str) -> Resolved:
-        """The page (or space) a title path names: ``"HIVE/LanguageManual/LanguageManual DDL"``
-        or, in any space, ``"Home/Apache Hive 4.0.X"``. Each title is a child of the one before;
-        the first need not be a root page. Case, width and whitespace do not matter; write a
-        ``/`` inside a title as ``\\/``. A path through a page the caller cannot see names nothing:
-        hidden and absent are the same not found."""
+        """The page, issue, space or project a title path names: ``"HIVE/LanguageManual/LanguageManual
+        DDL"``, ``"HIVE/HIVE-1234"`` or, in any space or project, ``"Home/Apache Hive 4.0.X"``. Each
+        title (an issue's summary, or its key) is a child of the one before; the first need not be
+        at the top. Case, width and whitespace do not matter; write a ``/`` inside a title as
+        ``\\/``. A path through anything the caller cannot see names nothing: hidden and absent
+        are the same not found."""
         if not isinstance(path, str) or not 0 < len(path) <= MAX_PATH_CHARS:
             raise InvalidArgument(f"path must be 1 to {MAX_PATH_CHARS} characters")
-        segments = [title_key(part.replace("\\/", "/")) for part in re.split(r"(?<!\\)/", path.strip().strip("/"))]
+        raw = [part.replace("\\/", "/").strip() for part in re.split(r"(?<!\\)/", path.strip().strip("/"))]
+        segments = [title_key(part) for part in raw]
         if not all(segments):
             raise InvalidArgument(f"path {path.strip()[:80]!r} has an empty title; separate titles with one '/'")
-        spaces = await self._store.spaces()
-        space = next((s for s in spaces if s.key.casefold() == segments[0]), None)
-        if space is not None:
-            segments = segments[1:]
+        containers = await self._containers()
+        named = [c for c in containers if c.key.casefold() == segments[0]]  # a space and a project may share a key
+        if named:
+            segments, raw = segments[1:], raw[1:]
             if not segments:
-                await self._space(gate, space.id)
-                return Resolved(space.id, [{"id": space.id, "title": space.name, "url": space.url, "breadcrumb": []}])
-        found = await self._store.titled(segments[-1], space.id if space else None, MAX_PATH_MATCHES)
+                shown = await gate.visible(c.id for c in named)
+                found_roots = [c for c in named if c.id in shown]
+                if not found_roots:
+                    raise NotFound(path.strip()[:200])
+                candidates = [{"id": c.id, "title": c.name, "url": c.url, "breadcrumb": []} for c in found_roots]
+                return Resolved(found_roots[0].id if len(found_roots) == 1 else None, candidates)
+        issue_key = raw[-1].upper() if _ISSUE_KEY.fullmatch(raw[-1].upper()) else None
+        found: list[str] = []
+        for container in named or [None]:
+            found += await self._store.titled(segments[-1], container.id if container else None, MAX_PATH_MATCHES, issue_key)
         summaries = await self._store.summaries(found)
-        # The authorizer is asked once whether or not a page has the title, so neither the answer
+        # The authorizer is asked once whether or not anything has the title, so neither the answer
         # nor its timing tells a hidden title from an absent one.
-        shown = await policy.visible_pages(gate, summaries, also=[space.id] if space else [s.id for s in spaces[:1]])
+        shown = await policy.visible_pages(gate, summaries, also=[c.id for c in named] or [c.id for c in containers[:1]])
+
+        def names(summary: PageSummary) -> str:
+            return segments[-1] if summary.id == f"issue:{issue_key}" else title_key(summary.title)
+
         matches = [
             summary
             for summary in shown.values()
             if len(summary.ancestors) >= len(segments) - 1  # every titled node on the path is visible
             and [title_key(c.title) for c in summary.ancestors[len(summary.ancestors) - len(segments) + 1 :]] == segments[:-1]
+            and names(summary) == segments[-1]
         ]
         if not matches:
             raise NotFound(path.strip()[:200])
@@ -305,13 +324,16 @@ class Navigator:
                 found[relation].append(page)
         return found
 
-    async def _space(self, gate: Gate, space_id: str) -> Space:
-        """The space, if the caller may see it; NotFound otherwise (asked like any other id)."""
-        space = next((s for s in await self._store.spaces() if s.id == space_id), None)
-        await gate.require(space_id)
-        if space is None:
-            raise NotFound(space_id)
-        return space
+    async def _containers(self) -> list[Space | Project]:
+        return [*await self._store.spaces(), *await self._store.projects()]
+
+    async def _container(self, gate: Gate, container_id: str) -> Space | Project:
+        """The space or project, if the caller may see it; NotFound otherwise (asked like any other id)."""
+        found = next((c for c in await self._containers() if c.id == container_id), None)
+        await gate.require(container_id)
+        if found is None:
+            raise NotFound(container_id)
+        return found
 
     async def placed(self, page_ids: Sequence[str]) -> dict[str, PageSummary]:
         """Where pages sit (space, ancestors), unauthorized: for callers that authorize them in a

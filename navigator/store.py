@@ -14,7 +14,7 @@ import neo4j
 from neo4j import AsyncGraphDatabase
 
 from core.errors import ConfigurationError, NavigatorUnavailable
-from core.models import Image, Page, Space
+from core.models import Image, Issue, Page, Project, Space
 from core.settings import Neo4jSettings
 from core.text import title_key
 from navigator import cypher
@@ -127,6 +127,43 @@ class Neo4jStore:
         await self._write(cypher.PRUNE_PAGES, space_id=space.id, keep=[row["id"] for row in rows])
         return len(changed)
 
+    async def sync_project(self, project: Project, issues: Sequence[Issue]) -> int:
+        """Make the stored issue tree of ``project`` equal to ``issues`` (parents before children;
+        an issue whose parent is not among them sits at the project's top). Returns the issues
+        written."""
+        await self.ensure_schema()
+        await self._write(cypher.MERGE_PROJECT, id=project.id, key=project.key, name=project.name, url=project.url)
+        held_keys = {issue.key for issue in issues}
+        rows = [
+            {
+                "id": issue.id,
+                "key": issue.key,
+                "space_id": project.id,
+                "title": issue.summary,
+                "title_key": title_key(issue.summary),
+                "url": issue.url,
+                "markdown": issue.markdown,
+                "issue_type": issue.issue_type,
+                "level": issue.hierarchy_level,
+                "position": issue.position,
+                "parent_id": f"issue:{issue.parent_key}" if issue.parent_key in held_keys else None,
+                "labels": list(issue.labels),
+                "updated_at": issue.updated_at.astimezone(UTC).isoformat() if issue.updated_at else None,
+            }
+            for issue in issues
+        ]
+        for row in rows:
+            row["digest"] = hashlib.sha256(json.dumps(row, sort_keys=True).encode()).hexdigest()
+        held = {record["id"]: record["digest"] for record in await self._read(cypher.ISSUE_DIGESTS, project_id=project.id)}
+        changed = [row for row in rows if held.get(row["id"]) != row["digest"]]
+        for start in range(0, len(changed), WRITE_BATCH):
+            await self._write(cypher.MERGE_ISSUES, issues=changed[start : start + WRITE_BATCH])
+        await self._write(cypher.PRUNE_ISSUES, project_id=project.id, keep=[row["id"] for row in rows])
+        return len(changed)
+
+    async def projects(self) -> list[Project]:
+        return [Project(key=r["key"], name=r["name"], url=r["url"]) for r in await self._read(cypher.PROJECTS)]
+
     async def sync_images(self, space: Space, images: Sequence[Image]) -> None:
         """Write only the images that are new or changed (bytes or alt text); drop the rest."""
         await self.ensure_schema()
@@ -180,8 +217,9 @@ class Neo4jStore:
         rows = await self._read(cypher.CHILDREN_OF, ids=list(parent_ids), limit=limit)
         return [(row.pop("parent"), ChildPage(**row)) for row in rows]
 
-    async def titled(self, key: str, space_id: str | None, limit: int) -> list[str]:
-        return [row["id"] for row in await self._read(cypher.PAGES_TITLED, key=key, space_id=space_id, limit=limit)]
+    async def titled(self, key: str, container_id: str | None, limit: int, issue_key: str | None = None) -> list[str]:
+        issue_id = f"issue:{issue_key}" if issue_key else None
+        return [row["id"] for row in await self._read(cypher.TITLED, key=key, container=container_id, issue_id=issue_id, limit=limit)]
 
     async def related(self, page_id: str, limit: int) -> list[tuple[str, ChildPage]]:
         rows = await self._read(cypher.RELATED, id=page_id, limit=limit)
@@ -196,7 +234,13 @@ class Neo4jStore:
         return PageContent(**rows[0]) if rows else None
 
     async def summaries(self, page_ids: Sequence[str]) -> dict[str, PageSummary]:
-        rows = await self._read(cypher.PAGE_SUMMARIES, ids=list(dict.fromkeys(page_ids)))
+        """Pages and issues, with their ancestors (root first)."""
+        wanted = list(dict.fromkeys(page_ids))
+        issues = [i for i in wanted if i.startswith("issue:")]
+        pages = [i for i in wanted if not i.startswith("issue:")]
+        rows = (await self._read(cypher.PAGE_SUMMARIES, ids=pages) if pages else []) + (
+            await self._read(cypher.ISSUE_SUMMARIES, ids=issues) if issues else []
+        )
         return {
             row["id"]: PageSummary(
                 id=row["id"],

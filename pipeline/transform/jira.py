@@ -127,3 +127,16 @@ def _marked(text: str, marks: list[Any]) -> str:
 
 def _plain(nodes: list[Any]) -> str:
     return "".join(node.get("text", "") for node in nodes if isinstance(node, dict))
+
+
+def issue_markdown(key: str, summary: str, description: Any, comments: list[tuple[str | None, str, Any]]) -> str:
+    """An issue as one Markdown document: its key and summary as the title, its description, then
+    its comments (author, ISO date, text) under their own heading."""
+    parts = [f"# {key}: {summary}"]
+    text = to_markdown(description)
+    if text:
+        parts.append(text)
+    if comments:
+        parts.append("## Comments")
+        parts += [f"**{author or 'unknown'}**, {when}:\n\n{to_markdown(body)}" for author, when, body in comments]
+    return "\n\n".join(parts) + "\n"

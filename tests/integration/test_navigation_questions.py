@@ -1,6 +1,8 @@
-"""The dev set's navigation questions, answered exactly by the navigator tools over the whole Hive
-space: synced over REST from the emulator into a stack of its own (real OpenFGA and Neo4j; the
-semantic index is not needed here, so an in-memory one stands in), asked as bob with the real gate."""
+"""The navigator over both trees on a stack of its own (real OpenFGA and Neo4j): the whole Hive
+space synced over REST from the emulator (the semantic index is not needed here, so an in-memory
+one stands in), and the HIVE Jira project read over REST by the Jira source, placed, written to
+Neo4j and its permissions to OpenFGA. The dev set's navigation questions are answered exactly, as
+bob with the real gate; Jira's paths stop at what each user may see."""
 
 from __future__ import annotations
 
@@ -13,18 +15,23 @@ from rich.console import Console
 
 from authz.client import OpenFGAClient
 from authz.gate import Gate
-from core.models import Principal
-from core.settings import Settings
+from authz.tuples import jira_tuples
+from core.errors import NotFound
+from core.models import Principal, Project
+from core.settings import JiraSettings, Settings
 from devstack import stack
-from devstack.atlassian.hive import seed_hive
+from devstack.atlassian.hive import SYNC_LOGIN, TOKENS, seed_hive
+from devstack.atlassian.hive_jira import FIRST_STEPS, seed_hive_jira
 from devstack.atlassian.runner import serving
 from devstack.atlassian.server import Emulator
 from devstack.atlassian.site import Site
 from devstack.leaks import synced_from
 from navigator.navigator import Navigator, TreeNode
 from navigator.store import Neo4jStore
+from pipeline.issues import placed_issues
 from pipeline.raw_store import RawStore
 from pipeline.sources.confluence_rest import ConfluenceRestSource
+from pipeline.sources.jira_rest import JiraRestSource
 from pipeline.sync import run_sync
 from retrievers.fake_index import FakeSemanticIndex
 from tests.conftest import CORPUS
@@ -47,6 +54,7 @@ async def whole_hive(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[
     )
     site = Site()
     await seed_hive(site, CORPUS)
+    await seed_hive_jira(site, CORPUS)
     with serving(Emulator(site, secrets.token_urlsafe(32))) as url:
         synced = synced_from(own, url)
         try:
@@ -57,9 +65,24 @@ async def whole_hive(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[
                     open_index=lambda _settings, _usage: FakeSemanticIndex(),
                 )
             assert not report.failed
+            await _add_jira(synced, url)
             yield synced
         finally:
             stack.down(synced)
+
+
+async def _add_jira(settings: Settings, url: str) -> None:
+    """The HIVE project through the Jira source (as a Data Center site, like the Confluence sync
+    here), placed, into Neo4j, and its tuples beside the Confluence ones (a plain write of what is
+    not there yet, no reconcile). Navigation needs no issue text: the listing is enough."""
+    jira = JiraRestSource(JiraSettings(cloud=False, username=SYNC_LOGIN, token=TOKENS[SYNC_LOGIN], page_size=100), url + "/jira")
+    project = await jira.project("HIVE")
+    issues = placed_issues(await jira.list_issues("HIVE"), {})
+    async with Neo4jStore(settings.neo4j) as store:
+        await store.sync_project(Project(key=project.key, name=project.name, url=project.url), issues)
+    async with OpenFGAClient(settings.openfga) as fga:
+        held = set(await fga.read_tuples())
+        await fga.write_tuples(jira_tuples("HIVE", issues, await jira.permissions("HIVE")) - held, ())
 
 
 def _preorder(node: TreeNode) -> list[str]:
@@ -88,3 +111,57 @@ async def test_a_navigation_question_is_answered_exactly(whole_hive: Settings, q
         else:
             pytest.fail(f"unknown navigation op {nav['op']!r} in {question['id']}")
     assert len(NAVIGATION) >= 5
+
+
+async def test_the_issue_tree_runs_project_epic_story_subtask_for_those_who_may_see_it(whole_hive: Settings) -> None:
+    story = f"issue:HIVE-{FIRST_STEPS}"
+    async with OpenFGAClient(whole_hive.openfga) as authorizer, Neo4jStore(whole_hive.neo4j) as store:
+        navigator = Navigator(store)
+
+        def gate(user: str) -> Gate:
+            return Gate(authorizer, Principal(user=user))
+
+        ancestors = await navigator.get_ancestors(gate("carol"), story)
+        assert [c.id for c in ancestors][0] == "project:HIVE" and len(ancestors) == 2  # project, then the story's epic
+        epic = ancestors[1].id
+        steps = await navigator.get_tree(gate("carol"), story, depth=1, limit=200)
+        assert steps.root.child_count == len(steps.root.children) > 0 and not steps.truncated
+        assert all(c.child_count == 0 for c in steps.root.children)  # sub-tasks have no children
+        page = await navigator.list_children(gate("carol"), epic, None, 200)
+        while story not in [c.id for c in page.items] and page.next_cursor:
+            page = await navigator.list_children(gate("carol"), epic, page.next_cursor, 200)
+        assert story in [c.id for c in page.items]
+        top = await navigator.get_tree(gate("carol"), "project:HIVE", depth=1, limit=200)
+        assert epic in [c.id for c in top.root.children]
+        assert (await navigator.resolve_path(gate("carol"), "HIVE/HIVE-3056")).id == "issue:HIVE-3056"
+        assert (await navigator.resolve_path(gate("carol"), "hive / hive-3056")).id == "issue:HIVE-3056"
+
+
+async def test_secured_issues_and_their_sub_tasks_stop_the_path_for_those_outside_the_level(whole_hive: Settings) -> None:
+    async with OpenFGAClient(whole_hive.openfga) as authorizer, Neo4jStore(whole_hive.neo4j) as store:
+        navigator = Navigator(store)
+
+        def gate(user: str) -> Gate:
+            return Gate(authorizer, Principal(user=user))
+
+        top = await navigator.get_tree(gate("alice"), "project:HIVE", depth=1, limit=200)
+        design_epic = next(c for c in top.root.children if c.title == "DesignDocs")
+        epic_tree = await navigator.get_tree(gate("alice"), design_epic.id, depth=2, limit=200)
+        secured_story = next(c for c in epic_tree.root.children if c.children)  # a story with sub-tasks, at level Security
+        subtask = secured_story.children[0].id
+        assert [c.id for c in await navigator.get_ancestors(gate("alice"), subtask)] == ["project:HIVE", design_epic.id, secured_story.id]
+        bob_top = await navigator.get_tree(gate("bob"), "project:HIVE", depth=1, limit=200)
+        assert design_epic.id not in [c.id for c in bob_top.root.children]
+        assert bob_top.root.child_count == top.root.child_count - 1
+        refused = []
+        for call in (
+            navigator.get_ancestors(gate("bob"), subtask),  # a sub-task of a secured story
+            navigator.get_tree(gate("bob"), design_epic.id, depth=1, limit=10),
+            navigator.resolve_path(gate("bob"), f"HIVE/{design_epic.title}"),  # never confirms a hidden title
+            navigator.resolve_path(gate("bob"), "HIVE/No such epic anywhere"),
+            navigator.resolve_path(gate("bob"), f"HIVE/{subtask.removeprefix('issue:')}"),
+        ):
+            with pytest.raises(NotFound) as caught:
+                await call
+            refused.append(str(caught.value).replace(design_epic.title, "X").replace("No such epic anywhere", "X").replace(subtask.removeprefix("issue:"), "X"))
+        assert len(set(refused[2:])) == 1  # the three paths: one answer

@@ -105,7 +105,7 @@ async def test_every_tool_fails_closed(tool, args):
         ("search", {"query": "x", "top_k": 0}, "top_k"),
         ("fetch", {"id": "nonsense"}, "invalid id"),
         ("list_children", {"id": "space:S", "cursor": "bogus"}, "invalid cursor"),
-        ("get_tree", {"id": "image:att1"}, "page or space id"),
+        ("get_tree", {"id": "image:att1"}, "page, issue, space or project id"),
         ("resolve_path", {"path": "S//Open"}, "empty title"),
     ],
 )
