@@ -8,6 +8,7 @@ is bounded in length, so a malformed id is an ``InvalidArgument``, never an engi
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from core.errors import InvalidArgument
@@ -90,3 +91,20 @@ def parse(typed_id: object) -> tuple[str, str]:
     else:
         raise InvalidArgument(f"invalid id {_shown(typed_id)}: unknown kind (expected page, space, image, project or issue)")
     return kind, raw
+
+
+def safe_name(name: str) -> str:
+    """A Confluence or Jira user or group name as a Wayfinder id. Names OpenFGA cannot hold
+    (spaces, ':', '#', …), and names that start with the digests' prefix ``x-``, become a stable
+    digest: the same name maps to the same id everywhere, so a restriction to such a group still
+    restricts (dropping it would widen the page)."""
+    try:
+        user_id(name)
+    except InvalidArgument:
+        return _digest_name(name)
+    # The digests' own prefix is reserved: a user named like a digest must not pass as its owner.
+    return _digest_name(name) if name.startswith("x-") else name
+
+
+def _digest_name(name: str) -> str:
+    return "x-" + hashlib.sha256(name.encode()).hexdigest()[:32]

@@ -27,8 +27,8 @@ from datetime import datetime, timedelta
 
 from rich.console import Console
 
-from core import ids
-from core.errors import InvalidArgument, SourceError, TransformError
+from core.errors import SourceError, TransformError
+from core.ids import safe_name
 from core.models import Page, Permissions, Space
 from core.providers.base import AltTextWriter, ImageContext, Usage
 from core.settings import Settings
@@ -315,20 +315,3 @@ def _permissions(spaces: Sequence[RemoteSpace], stored: Sequence[StoredPage], gr
 
 def _subjects(users: Iterable[str], groups: Iterable[str]) -> tuple[str, ...]:
     return tuple(f"user:{safe_name(u)}" for u in users) + tuple(f"group:{safe_name(g)}#member" for g in groups)
-
-
-def safe_name(name: str) -> str:
-    """A Confluence user or group name as a Wayfinder id. Names OpenFGA cannot hold (spaces,
-    ':', '#', …), and names that start with the digests' prefix ``x-``, become a stable digest: the
-    same name maps to the same id everywhere, so a restriction to such a group still restricts
-    (dropping it would widen the page)."""
-    try:
-        ids.user_id(name)
-    except InvalidArgument:
-        return _digest_name(name)
-    # The digests' own prefix is reserved: a user named like a digest must not pass as its owner.
-    return _digest_name(name) if name.startswith("x-") else name
-
-
-def _digest_name(name: str) -> str:
-    return "x-" + hashlib.sha256(name.encode()).hexdigest()[:32]

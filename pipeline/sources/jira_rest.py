@@ -27,6 +27,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from atlassian import Jira
 
 from core.errors import ConfigurationError, SourceError
+from core.ids import safe_name
 from core.models import ASSIGNEE, REPORTER, JiraPermissions
 from core.settings import JiraSettings
 from pipeline.sources.atlassian_http import AtlassianHttp
@@ -88,6 +89,7 @@ class JiraRestSource:
             "and administer its permission schemes",
         )
         self._zone: ZoneInfo | None = None
+        self._group_names: dict[str, str] = {}  # subject -> the group's name at the site
 
     @property
     def calls(self) -> int:
@@ -148,12 +150,12 @@ class JiraRestSource:
                     member = self._holder(row["holder"], role_of)
                     if member and str(row["issueSecurityLevelId"]) in levels:
                         levels[str(row["issueSecurityLevelId"])].append(member)
-        groups = {s.removeprefix("group:").removesuffix("#member") for s in [*browse, *(m for ms in role_members.values() for m in ms), *(m for ms in levels.values() for m in ms)] if s.startswith("group:")}
+        groups = {self._group_names[s] for s in [*browse, *(m for ms in role_members.values() for m in ms), *(m for ms in levels.values() for m in ms)] if s.startswith("group:")}
         group_members = {name: tuple(sorted(await self.group_members(name))) for name in sorted(groups)}
         return JiraPermissions(
             project_browsers={project_key: browse}, role_members=role_members,
             level_members={level: tuple(sorted(set(members))) for level, members in levels.items()},
-            group_members={name: tuple(f"user:{member}" for member in members) for name, members in group_members.items()},
+            group_members={safe_name(name): tuple(f"user:{safe_name(member)}" for member in members) for name, members in group_members.items()},
         )
 
     async def group_members(self, name: str) -> list[str]:
@@ -262,9 +264,9 @@ class JiraRestSource:
 
     def _actor(self, actor: dict[str, Any]) -> str:
         if actor.get("type") == "atlassian-group-role-actor":
-            return f"group:{(actor.get('actorGroup') or {}).get('name') or actor['name']}#member"
+            return self._group((actor.get("actorGroup") or {}).get("name") or actor["name"])
         user = actor.get("actorUser") or {}
-        return f"user:{self.user_key({'accountId': user.get('accountId', actor.get('name')), 'name': actor.get('name')})}"
+        return f"user:{safe_name(self.user_key({'accountId': user.get('accountId', actor.get('name')), 'name': actor.get('name')}))}"
 
     def _holder(self, holder: dict[str, Any], role_of: dict[str, str]) -> str:
         """A permission or level holder in OpenFGA spelling; "" for one that grants nothing here."""
@@ -272,9 +274,9 @@ class JiraRestSource:
         if kind == "anyone":
             return "user:*"
         if kind == "group" and parameter:
-            return f"group:{parameter}#member"
+            return self._group(parameter)
         if kind == "user" and parameter:
-            return f"user:{self.user_key({'accountId': parameter, 'name': parameter})}"
+            return f"user:{safe_name(self.user_key({'accountId': parameter, 'name': parameter}))}"
         if kind == "projectRole" and parameter in role_of:
             return f"project_role:{role_of[parameter]}#member"
         if kind == "reporter":
@@ -282,6 +284,12 @@ class JiraRestSource:
         if kind == "assignee":
             return ASSIGNEE
         return ""
+
+    def _group(self, name: str) -> str:
+        """A group as a subject; its name kept to read its members."""
+        subject = f"group:{safe_name(name)}#member"
+        self._group_names[subject] = name
+        return subject
 
 
 def _parse_time(text: str) -> datetime:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from pipeline.raw_store import StoredPage
-from pipeline.sync import _placed_pages, safe_name
+from core.ids import safe_name
+from pipeline.sync import _placed_pages
 
 
 def test_names_openfga_cannot_hold_become_stable_digests():
