@@ -178,6 +178,10 @@ class JiraSettings(BaseModel):
     token: SecretStr | None = Field(None, description="API token (Cloud) or password / personal access token (Data Center).")
     projects: list[str] = Field(default_factory=lambda: ["HIVE"], description="Keys of the projects to sync.")
     page_size: int = Field(50, ge=1, le=100, description="Issues per REST call.")
+    overlap_minutes: int = Field(15, ge=1, description="Each sync asks for issues updated since the last one, less this many minutes.")
+    max_deleted_share: float = Field(
+        0.5, gt=0, le=1, description="Largest share of a project's issues one sync may delete (when over 20); above it the sync stops."
+    )
     timeout_s: float = Field(30.0, gt=0, description="Timeout of one REST call.")
     max_attempts: int = Field(6, ge=1, description="Attempts per REST call under 429/5xx and dropped connections.")
 

@@ -12,6 +12,9 @@ directory by default; a PostgreSQL database when ``WAYFINDER_RAW_STORE_URL`` nam
 * ``attachments`` holds the images pages show (bytes and hash), ``alt_texts`` the alt text written
   for an image in a context (by image hash and context hash), ``page_images`` which image each
   page shows with which alt text.
+* ``jira_projects`` holds each Jira project's permissions and watermark; ``jira_issues`` each
+  issue's listed fields (type, parent, level, people), the text last fetched as sent (only the
+  latest is kept) and its Markdown.
 
 Every write is one transaction: a sync killed at any point leaves a consistent store, and the
 next run picks up from it (watermarks move only after the sinks have succeeded). The same
@@ -21,6 +24,7 @@ SQLAlchemy Core statements run on both engines; only the upsert construct is the
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -53,10 +57,12 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 
 from core.errors import ConfigurationError, SourceError
-from core.models import Image
+from core.models import Image, JiraPermissions
 from core.settings import Settings
 from pipeline.sources.confluence_rest import RemotePage, RemoteSpace
+from pipeline.sources.jira_rest import RemoteIssue, RemoteProject
 from pipeline.transform.confluence import CONVERTER
+from pipeline.transform.jira import CONVERTER as JIRA_CONVERTER
 
 _T = TypeVar("_T")
 _metadata = MetaData()
@@ -132,6 +138,30 @@ page_images = Table(
     Column("alt_text", Text, nullable=False),
 )
 
+jira_projects = Table(
+    "jira_projects",
+    _metadata,
+    Column("project_key", Text, primary_key=True),
+    Column("name", Text, nullable=False),
+    Column("url", Text, nullable=False),
+    Column("permissions", Text, nullable=False),  # JiraPermissions as JSON
+    Column("watermark", Text),
+)
+jira_issues = Table(
+    "jira_issues",
+    _metadata,
+    Column("issue_key", Text, primary_key=True),
+    Column("project_key", Text, nullable=False),
+    Column("listing", Text, nullable=False),  # the listed fields (RemoteIssue without its text) as JSON
+    Column("updated", Text, nullable=False),
+    Column("body_updated", Text),  # the ``updated`` of the text held
+    Column("body", Text),  # description, comments and links as sent, JSON
+    Column("markdown", Text),
+    Column("converted_updated", Text),
+    Column("converter", Integer),
+    Index("jira_issues_by_project", "project_key"),
+)
+
 # Columns added to ``pages`` after its first release, added in place to older stores.
 _ADDED_COLUMNS = ("converter",)
 # Ids per IN (...) list: far below every engine's limit on bound parameters.
@@ -167,6 +197,24 @@ class StoredPage:
     @property
     def needs_conversion(self) -> bool:
         return self.body_version is not None and (self.converted_version != self.body_version or self.converter != CONVERTER)
+
+
+@dataclass(frozen=True)
+class StoredIssue:
+    listed: RemoteIssue  # its listed fields (no text)
+    body_updated: str | None
+    body: dict[str, Any] | None  # description, comments, links as sent
+    markdown: str | None
+    converted_updated: str | None
+    converter: int | None
+
+    @property
+    def needs_body(self) -> bool:
+        return self.body_updated != self.listed.updated.isoformat()
+
+    @property
+    def needs_conversion(self) -> bool:
+        return self.body is not None and (self.converted_updated != self.body_updated or self.converter != JIRA_CONVERTER)
 
 
 @dataclass(frozen=True)
@@ -407,6 +455,74 @@ class RawStore:
             query = query.where(pages.c.space_key == space_key)
         return [_stored(r) for r in await self._read(query)]
 
+    # -- Jira -------------------------------------------------------------------------------
+
+    async def save_jira_project(self, project: RemoteProject, permissions: JiraPermissions) -> None:
+        row = {"project_key": project.key, "name": project.name, "url": project.url, "permissions": permissions.model_dump_json()}
+        await self._write(lambda db: db.execute(self._upsert(jira_projects, ("name", "url", "permissions")), row))
+
+    async def jira_projects(self) -> list[tuple[RemoteProject, JiraPermissions]]:
+        rows = await self._read(select(jira_projects).order_by(jira_projects.c.project_key))
+        return [(RemoteProject(r["project_key"], r["name"], r["url"]), JiraPermissions.model_validate_json(r["permissions"])) for r in rows]
+
+    async def jira_watermark(self, project_key: str) -> datetime | None:
+        rows = await self._read(select(jira_projects.c.watermark).where(jira_projects.c.project_key == project_key))
+        return datetime.fromisoformat(rows[0]["watermark"]) if rows and rows[0]["watermark"] else None
+
+    async def set_jira_watermark(self, project_key: str, when: datetime) -> None:
+        change = update(jira_projects).where(jira_projects.c.project_key == project_key).values(watermark=when.isoformat())
+        await self._write(lambda db: db.execute(change))
+
+    async def reconcile_issues(self, project_key: str, listing: Sequence[RemoteIssue], *, max_deleted_share: float = 1.0) -> Reconciled:
+        """Make the store's issues of ``project_key`` those of ``listing`` (place, level, people);
+        texts are kept, issues no longer listed deleted — unless that would delete more than
+        ``max_deleted_share`` of them (over 20): then nothing changes and the sync stops."""
+
+        def run(db: Connection) -> Reconciled:
+            state = select(jira_issues.c.issue_key, jira_issues.c.listing, jira_issues.c.body_updated)
+            held = {r["issue_key"]: r for r in db.execute(state.where(jira_issues.c.project_key == project_key)).mappings()}
+            changes = Reconciled()
+            for issue in listing:
+                old = held.get(issue.key)
+                if old is None:
+                    changes.added.append(issue.key)
+                else:
+                    before = json.loads(old["listing"])
+                    if before["parent_key"] != issue.parent_key:
+                        changes.moved.append(issue.key)
+                    if (before["security_level"], before["reporter"], before["assignee"]) != (issue.security_level, issue.reporter, issue.assignee):
+                        changes.permissions_changed.append(issue.key)
+                if old is None or old["body_updated"] != issue.updated.isoformat():
+                    changes.stale.append(issue.key)
+            changes.deleted = sorted(set(held) - {issue.key for issue in listing})
+            if len(changes.deleted) > 20 and len(changes.deleted) > max_deleted_share * len(held):
+                raise SourceError(
+                    f"the listing of project {project_key} would delete {len(changes.deleted)} of its {len(held)} issues; nothing "
+                    "was changed. If that many issues really went, raise WAYFINDER_JIRA__MAX_DELETED_SHARE for one run."
+                )
+            if listing:
+                db.execute(self._upsert(jira_issues, ("project_key", "listing", "updated")), [_issue_row(issue) for issue in listing])
+            for keys in _chunks(changes.deleted):
+                db.execute(delete(jira_issues).where(jira_issues.c.issue_key.in_(keys)))
+            return changes
+
+        return await self._write(run)
+
+    async def save_issue_bodies(self, issues: Sequence[RemoteIssue]) -> None:
+        """Keep fetched texts (with the issues' current listed fields: a text fetched after the
+        listing is newer than it)."""
+        rows = [{**_issue_row(issue), "body_updated": issue.updated.isoformat(), "body": json.dumps(_issue_body(issue))} for issue in issues]
+        if rows:
+            await self._write(lambda db: db.execute(self._upsert(jira_issues, ("project_key", "listing", "updated", "body_updated", "body")), rows))
+
+    async def save_issue_markdown(self, key: str, body_updated: str, markdown: str) -> None:
+        values = {"markdown": markdown, "converted_updated": body_updated, "converter": JIRA_CONVERTER}
+        await self._write(lambda db: db.execute(update(jira_issues).where(jira_issues.c.issue_key == key).values(**values)))
+
+    async def issues(self, project_key: str) -> list[StoredIssue]:
+        query = select(jira_issues).where(jira_issues.c.project_key == project_key).order_by(jira_issues.c.issue_key)
+        return [_stored_issue(r) for r in await self._read(query)]
+
     # -- images -----------------------------------------------------------------------------
 
     async def attachment(self, attachment_id: str) -> StoredAttachment | None:
@@ -529,6 +645,27 @@ def _stored(row: Mapping[str, Any]) -> StoredPage:
         last_modified=datetime.fromisoformat(row["last_modified"]) if row.get("last_modified") else None,
         labels=tuple(json.loads(row["labels"])) if row.get("labels") else (),
     )
+
+
+def _issue_row(issue: RemoteIssue) -> dict[str, object]:
+    fields = {**dataclasses.asdict(issue), "updated": issue.updated.isoformat()}
+    for name in ("description", "comments", "links"):  # the text is the body's
+        fields.pop(name)
+    return {"issue_key": issue.key, "project_key": issue.project_key, "listing": json.dumps(fields), "updated": issue.updated.isoformat()}
+
+
+def _issue_body(issue: RemoteIssue) -> dict[str, Any]:
+    return {
+        "description": issue.description,
+        "comments": [{"author": c.author, "created": c.created.isoformat(), "body": c.body} for c in issue.comments],
+        "links": [list(link) for link in issue.links],
+    }
+
+
+def _stored_issue(row: Mapping[str, Any]) -> StoredIssue:
+    fields = json.loads(row["listing"])
+    listed = RemoteIssue(**{**fields, "updated": datetime.fromisoformat(fields["updated"]), "labels": tuple(fields["labels"])})
+    return StoredIssue(listed, row["body_updated"], json.loads(row["body"]) if row["body"] else None, row["markdown"], row["converted_updated"], row["converter"])
 
 
 def _chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:

@@ -8,6 +8,9 @@ import functools
 import threading
 from typing import Any
 
+# Raised when the conversion changes, so stored issues are converted again from their kept text.
+CONVERTER = 1
+
 
 @functools.cache
 def _wiki_grammar() -> Any:

@@ -11,9 +11,11 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from core.errors import ConfigurationError, SourceError
+from core.models import JiraPermissions
 from core.settings import Settings
 from pipeline.raw_store import RawStore, StoredAttachment, sqlite_url
 from pipeline.sources.confluence_rest import RemotePage, RemoteSpace
+from pipeline.sources.jira_rest import RemoteComment, RemoteIssue, RemoteProject
 
 WHEN = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -156,3 +158,39 @@ async def test_a_store_that_cannot_be_used_is_named_without_its_password(postgre
     with pytest.raises(ConfigurationError, match="cannot be used") as refused:
         await RawStore(wrong).open()
     assert "not-the-" not in str(refused.value) and "127.0.0.1:29543" in str(refused.value)
+
+
+def issue(key: str, parent: str | None = None, *, level: int = 0, updated: datetime = WHEN, security: str | None = None, reporter: str | None = "bob") -> RemoteIssue:
+    return RemoteIssue(key, "P", "Story", level, f"S {key}", parent, updated, f"u/{key}", security, "Open", ("l",), reporter, None)
+
+
+async def test_jira_issues_reconcile_keep_their_text_and_convert_again_when_needed(store):
+    permissions = JiraPermissions(project_browsers={"P": ("user:*",)}, role_members={}, level_members={"7": ("reporter",)})
+    await store.save_jira_project(RemoteProject("P", "Project", "u/P"), permissions)
+    assert await store.jira_projects() == [(RemoteProject("P", "Project", "u/P"), permissions)]
+    listing = [issue("P-1", level=1), issue("P-2", "P-1"), issue("P-3", "P-1")]
+    first = await store.reconcile_issues("P", listing)
+    assert first.added == ["P-1", "P-2", "P-3"] and first.stale == ["P-1", "P-2", "P-3"]
+    comment = RemoteComment("bob", WHEN, {"type": "doc", "content": []})
+    await store.save_issue_bodies([replace(i, description=f"text of {i.key}", comments=(comment,), links=(("Relates", "outward", "P-2"),)) for i in listing])
+    held = {i.listed.key: i for i in await store.issues("P")}
+    assert all(not i.needs_body and i.needs_conversion for i in held.values())
+    assert held["P-2"].body == {"description": "text of P-2", "comments": [{"author": "bob", "created": WHEN.isoformat(), "body": {"type": "doc", "content": []}}], "links": [["Relates", "outward", "P-2"]]}
+    await store.save_issue_markdown("P-2", held["P-2"].body_updated, "# P-2\n")
+
+    later = datetime(2024, 2, 1, tzinfo=UTC)
+    changes = await store.reconcile_issues("P", [issue("P-1", level=1), issue("P-2", None, security="7"), issue("P-4", "P-1", updated=later)])
+    assert changes.moved == ["P-2"] and changes.permissions_changed == ["P-2"] and changes.deleted == ["P-3"] and changes.added == ["P-4"]
+    held = {i.listed.key: i for i in await store.issues("P")}
+    assert set(held) == {"P-1", "P-2", "P-4"} and held["P-2"].listed.security_level == "7" and held["P-2"].listed.parent_key is None
+    assert held["P-2"].markdown == "# P-2\n" and not held["P-2"].needs_conversion and held["P-4"].needs_body
+    await store.set_jira_watermark("P", later)
+    assert await store.jira_watermark("P") == later
+
+
+async def test_a_jira_listing_cut_short_deletes_nothing(store):
+    await store.save_jira_project(RemoteProject("P", "Project", "u/P"), JiraPermissions(project_browsers={}, role_members={}, level_members={}))
+    await store.reconcile_issues("P", [issue(f"P-{n}") for n in range(1, 31)])
+    with pytest.raises(SourceError, match="would delete 29 of its 30 issues"):
+        await store.reconcile_issues("P", [issue("P-1")], max_deleted_share=0.5)
+    assert len(await store.issues("P")) == 30
