@@ -108,3 +108,15 @@ def safe_name(name: str) -> str:
 
 def _digest_name(name: str) -> str:
     return "x-" + hashlib.sha256(name.encode()).hexdigest()[:32]
+
+
+def jira_group_name(name: str) -> str:
+    """A Jira group as a Wayfinder id, never the id of a Confluence group, even one of the same
+    name: the two products' directories need not agree, and one group's members must not widen
+    the other's. ``x-jira-`` is a prefix no :func:`safe_name` can produce."""
+    candidate = f"x-jira-{name}"
+    try:
+        group_id(candidate)
+    except InvalidArgument:
+        return "x-jira-" + hashlib.sha256(name.encode()).hexdigest()[:32]
+    return candidate

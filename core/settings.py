@@ -170,9 +170,13 @@ class ConfluenceSettings(BaseModel):
 
 
 class JiraSettings(BaseModel):
-    """The Jira site to read (the Jira source; the sync takes it up with the Jira sinks)."""
+    """The Jira site to sync. Unset ``url``: the local emulator's Jira when Confluence is the
+    emulator too, else no Jira."""
 
-    url: str | None = Field(None, description="Site URL: `https://example.atlassian.net` (Cloud) or `https://jira.example.com` / `…/jira` (Data Center).")
+    url: str | None = Field(
+        None, description="Site URL: `https://example.atlassian.net` (Cloud) or `https://jira.example.com` / `…/jira` (Data "
+        "Center). Unset: the local emulator's Jira when Confluence is emulated, otherwise Jira is not synced."
+    )
     cloud: bool | None = Field(None, description="Cloud or Data Center; unset decides by the host (`*.atlassian.net` is Cloud).")
     username: str | None = Field(None, description="Account of the sync (e-mail on Cloud, username on Data Center); unset: the token is a bearer PAT.")
     token: SecretStr | None = Field(None, description="API token (Cloud) or password / personal access token (Data Center).")
@@ -259,6 +263,7 @@ class Settings(BaseSettings):
     lightrag: LightRAGSettings = Field(default_factory=LightRAGSettings)
     mcp: MCPSettings = Field(default_factory=MCPSettings)
     confluence: ConfluenceSettings = Field(default_factory=ConfluenceSettings)
+    jira: JiraSettings = Field(default_factory=JiraSettings)
     gemini: GeminiSettings = Field(default_factory=GeminiSettings)
 
     @field_validator("data_dir", "cache_dir", "corpus_dir")

@@ -1,5 +1,5 @@
-"""The demo: sync the Hive space over REST from the Confluence emulator, serve it over HTTP, and
-show what three users see."""
+"""The demo: sync the Hive space and the HIVE Jira project over REST from the emulator, serve
+them over HTTP, and show what three users see."""
 
 from __future__ import annotations
 
@@ -19,10 +19,13 @@ from rich.table import Table
 
 from core.errors import ServiceError
 from core.settings import Settings
+from devstack.atlassian.hive_jira import FIRST_EPIC
 
 USERS = ("alice", "bob", "carol")
 RESTRICTED_PAGE = "page:27362075"  # DesignDocs: committers only
 MISSING_PAGE = "page:99999999"
+EPIC = f"issue:HIVE-{FIRST_EPIC}"  # the first epic of the emulator's HIVE Jira project (IndexDev Bitmap), open to all
+SECURED_PATH = "HIVE/DesignDocs"  # the restricted page, and the epic of the issues it cites (level Security)
 QUESTIONS = ("How do I configure HiveServer2 with LDAP authentication?", "correlation optimizer design")
 AGENT = {"user": "alice", "agent": "digest-bot", "task": "demo-digest"}
 
@@ -111,6 +114,14 @@ async def show_views(url: str, tokens: dict[str, str], console: Console) -> None
                 fetched = await _call(client, "fetch", id=page)
                 shown = fetched if isinstance(fetched, str) else f"{fetched['title']} ({len(fetched['markdown'])} chars)"
                 table.add_row(f"fetch({page!r})", shown)
+            # Jira: the project's first epics, one epic's issues, and a path that names both a
+            # restricted page and a secured epic (only alice sees either).
+            for node in ("project:HIVE", EPIC):
+                tree = await _call(client, "get_tree", id=node, depth=1, limit=4)
+                children = tree if isinstance(tree, str) else {"children": tree["root"]["children"]}
+                table.add_row(f"get_tree({node!r}, depth=1, limit=4)", _brief(children, "children", "title"))
+            resolved = await _call(client, "resolve_path", path=SECURED_PATH)
+            table.add_row(f"resolve_path({SECURED_PATH!r})", _brief(resolved, "candidates", "title"))
             console.print(table)
 
 

@@ -1,4 +1,4 @@
-"""The stages that end every sync: permissions to OpenFGA, the tree to Neo4j, text to LightRAG.
+"""The stages that end every sync: permissions to OpenFGA, the trees to Neo4j, text to LightRAG.
 
 :func:`pipeline.sync.run_sync` collects from Confluence into the raw store and hands the spaces,
 pages and permissions to :func:`run_sinks`. Each sink compares what it holds with what it is
@@ -16,9 +16,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from authz.client import OpenFGAClient
 from authz.prefilter import ACL_FILE, AclKeys
-from authz.tuples import anchors, confluence_tuples
+from authz.tuples import anchors, confluence_tuples, jira_tuples
 from core import ids
-from core.models import Image, Page, Permissions, Space
+from core.models import Image, Issue, JiraPermissions, Page, Permissions, Project, Space
 from core.settings import Settings
 from navigator.store import Neo4jStore
 from pipeline.sinks.openfga import TupleSync, sync_tuples
@@ -56,14 +56,19 @@ async def run_sinks(
     started: float | None = None,
     open_index: OpenIndex = semantic_index,
     usage: Usage | None = None,
+    jira: Sequence[tuple[Project, Sequence[Issue], JiraPermissions]] = (),
 ) -> IndexReport:
-    """Bring OpenFGA, and unless ``content`` is False Neo4j and LightRAG, to ``pages_by_space``.
-    ``indexable`` (page ids) limits what LightRAG holds: pages without converted text stay out."""
+    """Bring OpenFGA, and unless ``content`` is False Neo4j and LightRAG, to ``pages_by_space``
+    and the Jira projects in ``jira`` (project, its issues placed, its permissions: to OpenFGA and
+    Neo4j; issues are not in the semantic index yet). ``indexable`` (page ids) limits what
+    LightRAG holds: pages without converted text stay out."""
     started = time.monotonic() if started is None else started
     all_pages = [page for pages in pages_by_space.values() for page in pages]
     desired = set()
     for space in spaces:
         desired |= confluence_tuples(space.key, pages_by_space[space.key], permissions)
+    for project, issues, project_permissions in jira:
+        desired |= jira_tuples(project.key, issues, project_permissions)
     async with OpenFGAClient(settings.openfga, provision=True) as fga:
         tuples = await sync_tuples(fga, desired)
     console.print(f"OpenFGA: {tuples.written} tuples written, {tuples.deleted} deleted, {tuples.unchanged} unchanged")
@@ -79,7 +84,10 @@ async def run_sinks(
             written += await store.sync_space(space, pages_by_space[space.key])
             held = {page.page_id for page in pages_by_space[space.key]}
             await store.sync_images(space, [image for image in images if image.page_id in held])
+        issues_written = sum([await store.sync_project(project, issues) for project, issues, _ in jira])
     console.print(f"Neo4j: tree of {len(all_pages)} pages ({written} written) and {len(images)} images synchronised")
+    if jira:
+        console.print(f"Neo4j: {sum(len(issues) for _, issues, _ in jira)} issues of {len(jira)} Jira project(s) ({issues_written} written)")
 
     to_index = [page for page in all_pages if indexable is None or page.page_id in indexable]
     index_started = time.monotonic()

@@ -1,4 +1,5 @@
-"""``wayfinder sync``: Confluence over REST → raw store → Markdown → OpenFGA, Neo4j, LightRAG.
+"""``wayfinder sync``: Confluence (and Jira: :mod:`pipeline.jira_sync`) over REST → raw store →
+Markdown → OpenFGA, Neo4j, LightRAG.
 
 Per space, in this order:
 
@@ -33,9 +34,11 @@ from core.models import Page, Permissions, Space
 from core.providers.base import AltTextWriter, ImageContext, Usage
 from core.settings import Settings
 from pipeline.alt_text import alt_text_writer, cache_key
+from pipeline.jira_sync import JiraReport, collect_issues, convert_issues, for_sinks, reconcile_projects
 from pipeline.raw_store import RawStore, StoredAttachment, StoredPage
 from pipeline.runner import IndexReport, run_sinks
 from pipeline.sources.confluence_rest import ConfluenceRestSource, RemoteAttachment, RemoteSpace
+from pipeline.sources.jira_rest import JiraRestSource
 from pipeline.transform.confluence import Converted, ImageRef, to_markdown
 from retrievers.factory import OpenIndex, semantic_index
 
@@ -56,6 +59,7 @@ class SyncReport:
     usage: Usage = field(default_factory=Usage)  # hosted models' calls and tokens (Gemini)
     sinks: IndexReport | None = None
     seconds: float = 0.0
+    jira: JiraReport | None = None  # when Jira was synced too
 
     def summary(self) -> str:
         return (
@@ -72,10 +76,12 @@ async def run_sync(
     *,
     permissions_only: bool = False,
     open_index: OpenIndex = semantic_index,
+    jira: JiraRestSource | None = None,
 ) -> SyncReport:
-    report = SyncReport()
+    """One sync of the configured spaces and, with ``jira``, of the configured Jira projects."""
+    report = SyncReport(jira=JiraReport() if jira is not None else None)
     try:
-        await _sync(settings, source, store, console, report, permissions_only=permissions_only, open_index=open_index)
+        await _sync(settings, source, store, console, report, permissions_only=permissions_only, open_index=open_index, jira=jira)
     finally:
         spent = report.usage.summary(settings.gemini.prices)
         if spent:  # also when the run failed: the calls were made, and paid for
@@ -92,9 +98,10 @@ async def _sync(
     *,
     permissions_only: bool,
     open_index: OpenIndex,
+    jira: JiraRestSource | None,
 ) -> None:
     started = time.monotonic()
-    calls_before = source.calls
+    calls_before = source.calls + (jira.calls if jira else 0)
     keys = settings.confluence.spaces
     permission_changes: dict[str, list[str]] = {}
     for key in keys:
@@ -107,9 +114,12 @@ async def _sync(
         permission_changes[key] = changes.permissions_changed
         console.print(f"{key}: {len(listing)} pages listed; {len(changes.added)} new, {len(changes.deleted)} deleted, {len(changes.moved)} moved")
     await _read_groups(source, store, keys)
+    issue_permission_changes: dict[str, list[str]] = {}
+    if jira is not None and report.jira is not None:
+        issue_permission_changes = await reconcile_projects(settings, jira, store, report.jira, console)
     # Permissions reach OpenFGA first, before any body is fetched or converted: a revoked
     # restriction or membership never waits for the slow stages.
-    report.sinks = await _sinks(settings, store, console, content=False, started=started, open_index=open_index, usage=report.usage)
+    report.sinks = await _sinks(settings, store, console, content=False, started=started, open_index=open_index, usage=report.usage, jira=jira is not None)
 
     new_watermarks: dict[str, datetime] = {}
     for key in [] if permissions_only else keys:
@@ -123,12 +133,22 @@ async def _sync(
     else:
         await _convert(source, store, alt_text_writer(settings.gemini, report.usage), report, console)
         await _read_groups(source, store, keys)  # bodies fetched since may name groups the listing did not
-        report.sinks = await _sinks(settings, store, console, content=True, started=started, open_index=open_index, usage=report.usage)
-    report.rest_calls = source.calls - calls_before
+        if jira is not None and report.jira is not None:
+            await collect_issues(settings, jira, store, report.jira, console)
+            await convert_issues(settings, store, report.jira, console)
+        report.sinks = await _sinks(settings, store, console, content=True, started=started, open_index=open_index, usage=report.usage, jira=jira is not None)
+    if report.jira is not None:
+        fetched = set(report.jira.changed) | set(report.jira.added)
+        report.jira.permission_only = sorted(k for changed in issue_permission_changes.values() for k in changed if k not in fetched)
+    report.rest_calls = source.calls + (jira.calls if jira else 0) - calls_before
     for key, when in new_watermarks.items():
         await store.set_watermark(key, when)
+    for key, when in (report.jira.newest.items() if report.jira else ()):
+        await store.set_jira_watermark(key, when)
     report.seconds = time.monotonic() - started
     console.print(f"sync: {report.summary()} in {report.seconds:.1f}s ({report.rest_calls} REST calls)")
+    if report.jira is not None:
+        console.print(f"Jira: {report.jira.summary()}")
     for page_id, why in sorted(report.failed.items()):
         console.print(f"[yellow]page {page_id} not converted, retried next run:[/yellow] {why}")
 
@@ -167,7 +187,7 @@ async def _read_groups(source: ConfluenceRestSource, store: RawStore, keys: Sequ
 
 
 async def _sinks(
-    settings: Settings, store: RawStore, console: Console, *, content: bool, started: float, open_index: OpenIndex, usage: Usage
+    settings: Settings, store: RawStore, console: Console, *, content: bool, started: float, open_index: OpenIndex, usage: Usage, jira: bool
 ) -> IndexReport:
     """The raw store's view of the synced spaces, handed to the sinks (OpenFGA only, or all)."""
     keys = settings.confluence.spaces
@@ -188,6 +208,7 @@ async def _sinks(
         started=started,
         open_index=open_index,
         usage=usage,
+        jira=await for_sinks(settings, store) if jira else (),
     )
 
 

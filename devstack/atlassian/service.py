@@ -21,6 +21,7 @@ from devstack.atlassian.hive import SYNC_LOGIN, TOKENS
 from devstack.process import Port, ServiceFiles, start_detached
 from pipeline.raw_store import RawStore
 from pipeline.sources.confluence_rest import ConfluenceRestSource
+from pipeline.sources.jira_rest import JiraRestSource
 from pipeline.sync import SyncReport, run_sync
 
 CONTEXT_PATH = "/confluence"  # a Data Center site, as the Apache wiki is
@@ -81,6 +82,18 @@ def sync_source(settings: Settings) -> ConfluenceRestSource:
     return ConfluenceRestSource(emulated, AtlassianEmulatorService(settings).address)
 
 
+def jira_sync_source(settings: Settings) -> JiraRestSource | None:
+    """The Jira ``wayfinder sync`` reads: the configured one; or, when Confluence is the local
+    emulator and no Jira is configured, the emulator's Jira as the sync account; else none."""
+    conf = settings.jira
+    if conf.url:
+        return JiraRestSource(conf, conf.url)
+    if not settings.confluence.emulated:
+        return None
+    emulated = conf.model_copy(update={"username": conf.username or SYNC_LOGIN, "token": conf.token or SecretStr(TOKENS[SYNC_LOGIN]), "cloud": False})
+    return JiraRestSource(emulated, AtlassianEmulatorService(settings).address.removesuffix(CONTEXT_PATH) + "/jira")
+
+
 async def sync_configured(settings: Settings, console: Console, *, permissions_only: bool = False) -> SyncReport:
     """One ``wayfinder sync`` of the configured site (or the emulator) into the configured stores.
     Runs one at a time per data directory: a full sync that read permissions before a
@@ -93,4 +106,4 @@ async def sync_configured(settings: Settings, console: Console, *, permissions_o
             console.print("waiting for the sync already running in this data directory")
             await asyncio.to_thread(fcntl.flock, lock, fcntl.LOCK_EX)
         async with RawStore.for_settings(settings) as store:
-            return await run_sync(settings, sync_source(settings), store, console, permissions_only=permissions_only)
+            return await run_sync(settings, sync_source(settings), store, console, permissions_only=permissions_only, jira=jira_sync_source(settings))

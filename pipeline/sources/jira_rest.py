@@ -11,13 +11,13 @@ their text, and who may browse what.
   the site (``/rest/api/2/myself``).
 * **Permissions**: "Browse projects" holders of the project's permission scheme, the actors of its
   roles, and the members of its security levels (reporter and assignee included), in OpenFGA
-  spelling. Reading them needs an administrator; without them the sync stops rather than guess.
+  spelling; Jira's groups get ids of their own (``x-jira-<name>``), apart from Confluence's. Reading them needs an administrator; without them the sync stops rather than guess.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -27,7 +27,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from atlassian import Jira
 
 from core.errors import ConfigurationError, SourceError
-from core.ids import safe_name
+from core.ids import jira_group_name, safe_name
 from core.models import ASSIGNEE, REPORTER, JiraPermissions
 from core.settings import JiraSettings
 from pipeline.sources.atlassian_http import AtlassianHttp
@@ -120,6 +120,15 @@ class JiraRestSource:
         async for batch in self._search(jql + " ORDER BY updated ASC, key ASC", TEXT_FIELDS):
             yield batch
 
+    async def issues_by_key(self, keys: Sequence[str]) -> list[RemoteIssue]:
+        """Issues by key, with their text: the changes a date query missed. Unknown keys are skipped."""
+        found: list[RemoteIssue] = []
+        for start in range(0, len(keys), self._settings.page_size):
+            chunk = ", ".join(f'"{key}"' for key in keys[start : start + self._settings.page_size])
+            async for batch in self._search(f"key in ({chunk}) ORDER BY key ASC", TEXT_FIELDS):
+                found.extend(batch)
+        return found
+
     async def permissions(self, project_key: str) -> JiraPermissions:
         """Browse holders, role members and security level members of one project, in OpenFGA
         spelling; the members of every group they name."""
@@ -155,7 +164,7 @@ class JiraRestSource:
         return JiraPermissions(
             project_browsers={project_key: browse}, role_members=role_members,
             level_members={level: tuple(sorted(set(members))) for level, members in levels.items()},
-            group_members={safe_name(name): tuple(f"user:{safe_name(member)}" for member in members) for name, members in group_members.items()},
+            group_members={jira_group_name(name): tuple(f"user:{safe_name(member)}" for member in members) for name, members in group_members.items()},
         )
 
     async def group_members(self, name: str) -> list[str]:
@@ -286,8 +295,8 @@ class JiraRestSource:
         return ""
 
     def _group(self, name: str) -> str:
-        """A group as a subject; its name kept to read its members."""
-        subject = f"group:{safe_name(name)}#member"
+        """A group as a subject, apart from Confluence's groups; its name kept to read its members."""
+        subject = f"group:{jira_group_name(name)}#member"
         self._group_names[subject] = name
         return subject
 

@@ -1,8 +1,8 @@
 """The navigator over both trees on a stack of its own (real OpenFGA and Neo4j): the whole Hive
-space synced over REST from the emulator (the semantic index is not needed here, so an in-memory
-one stands in), and the HIVE Jira project read over REST by the Jira source, placed, written to
-Neo4j and its permissions to OpenFGA. The dev set's navigation questions are answered exactly, as
-bob with the real gate; Jira's paths stop at what each user may see."""
+space and the HIVE Jira project synced over REST from the emulator by ``run_sync`` (the semantic
+index is not needed here, so an in-memory one stands in). The dev set's navigation questions are
+answered exactly, as bob with the real gate; Jira's paths stop at what each user may see, and a
+level change reaches them with the next sync."""
 
 from __future__ import annotations
 
@@ -15,20 +15,18 @@ from rich.console import Console
 
 from authz.client import OpenFGAClient
 from authz.gate import Gate
-from authz.tuples import jira_tuples
 from core.errors import NotFound
-from core.models import Principal, Project
+from core.models import Principal
 from core.settings import JiraSettings, Settings
 from devstack import stack
 from devstack.atlassian.hive import SYNC_LOGIN, TOKENS, seed_hive
-from devstack.atlassian.hive_jira import FIRST_STEPS, seed_hive_jira
+from devstack.atlassian.hive_jira import FIRST_STEPS, SECURITY_LEVEL, seed_hive_jira
 from devstack.atlassian.runner import serving
 from devstack.atlassian.server import Emulator
 from devstack.atlassian.site import Site
 from devstack.leaks import synced_from
 from navigator.navigator import Navigator, TreeNode
 from navigator.store import Neo4jStore
-from pipeline.issues import placed_issues
 from pipeline.raw_store import RawStore
 from pipeline.sources.confluence_rest import ConfluenceRestSource
 from pipeline.sources.jira_rest import JiraRestSource
@@ -44,7 +42,7 @@ NAVIGATION = [q for q in QUESTIONS if q["kind"] == "navigation"]
 
 
 @pytest.fixture(scope="module")
-async def whole_hive(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Settings]:
+async def whole_hive(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Settings, Site, str]]:
     own = settings_in(tmp_path_factory.mktemp("whole-hive"))
     own = own.model_copy(
         update={
@@ -62,27 +60,17 @@ async def whole_hive(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[
             async with RawStore.for_settings(synced) as store:
                 report = await run_sync(
                     synced, ConfluenceRestSource(synced.confluence, synced.confluence.url or ""), store, Console(quiet=True),
-                    open_index=lambda _settings, _usage: FakeSemanticIndex(),
+                    open_index=lambda _settings, _usage: FakeSemanticIndex(), jira=_jira(url),
                 )
-            assert not report.failed
-            await _add_jira(synced, url)
-            yield synced
+            assert not report.failed and report.jira is not None and len(report.jira.added) == len(site.jira.issues)
+            yield synced, site, url
         finally:
             stack.down(synced)
 
 
-async def _add_jira(settings: Settings, url: str) -> None:
-    """The HIVE project through the Jira source (as a Data Center site, like the Confluence sync
-    here), placed, into Neo4j, and its tuples beside the Confluence ones (a plain write of what is
-    not there yet, no reconcile). Navigation needs no issue text: the listing is enough."""
-    jira = JiraRestSource(JiraSettings(cloud=False, username=SYNC_LOGIN, token=TOKENS[SYNC_LOGIN], page_size=100), url + "/jira")
-    project = await jira.project("HIVE")
-    issues = placed_issues(await jira.list_issues("HIVE"), {})
-    async with Neo4jStore(settings.neo4j) as store:
-        await store.sync_project(Project(key=project.key, name=project.name, url=project.url), issues)
-    async with OpenFGAClient(settings.openfga) as fga:
-        held = set(await fga.read_tuples())
-        await fga.write_tuples(jira_tuples("HIVE", issues, await jira.permissions("HIVE")) - held, ())
+def _jira(url: str) -> JiraRestSource:
+    """The emulator's Jira as a Data Center site, like the Confluence sync here."""
+    return JiraRestSource(JiraSettings(cloud=False, username=SYNC_LOGIN, token=TOKENS[SYNC_LOGIN], page_size=100), url + "/jira")
 
 
 def _preorder(node: TreeNode) -> list[str]:
@@ -90,10 +78,11 @@ def _preorder(node: TreeNode) -> list[str]:
 
 
 @pytest.mark.parametrize("question", NAVIGATION, ids=[q["id"] for q in NAVIGATION])
-async def test_a_navigation_question_is_answered_exactly(whole_hive: Settings, question: dict) -> None:
+async def test_a_navigation_question_is_answered_exactly(whole_hive, question: dict) -> None:
+    settings = whole_hive[0]
     nav = question["nav"]
     expected = [f"page:{p}" for p in nav["expected"]]
-    async with OpenFGAClient(whole_hive.openfga) as authorizer, Neo4jStore(whole_hive.neo4j) as store:
+    async with OpenFGAClient(settings.openfga) as authorizer, Neo4jStore(settings.neo4j) as store:
         gate = Gate(authorizer, Principal(user="bob"))
         navigator = Navigator(store)
         if nav["op"] == "children":
@@ -113,9 +102,10 @@ async def test_a_navigation_question_is_answered_exactly(whole_hive: Settings, q
     assert len(NAVIGATION) >= 5
 
 
-async def test_the_issue_tree_runs_project_epic_story_subtask_for_those_who_may_see_it(whole_hive: Settings) -> None:
+async def test_the_issue_tree_runs_project_epic_story_subtask_for_those_who_may_see_it(whole_hive) -> None:
+    settings = whole_hive[0]
     story = f"issue:HIVE-{FIRST_STEPS}"
-    async with OpenFGAClient(whole_hive.openfga) as authorizer, Neo4jStore(whole_hive.neo4j) as store:
+    async with OpenFGAClient(settings.openfga) as authorizer, Neo4jStore(settings.neo4j) as store:
         navigator = Navigator(store)
 
         def gate(user: str) -> Gate:
@@ -137,8 +127,9 @@ async def test_the_issue_tree_runs_project_epic_story_subtask_for_those_who_may_
         assert (await navigator.resolve_path(gate("carol"), "hive / hive-3056")).id == "issue:HIVE-3056"
 
 
-async def test_secured_issues_and_their_sub_tasks_stop_the_path_for_those_outside_the_level(whole_hive: Settings) -> None:
-    async with OpenFGAClient(whole_hive.openfga) as authorizer, Neo4jStore(whole_hive.neo4j) as store:
+async def test_secured_issues_and_their_sub_tasks_stop_the_path_for_those_outside_the_level(whole_hive) -> None:
+    settings = whole_hive[0]
+    async with OpenFGAClient(settings.openfga) as authorizer, Neo4jStore(settings.neo4j) as store:
         navigator = Navigator(store)
 
         def gate(user: str) -> Gate:
@@ -165,3 +156,27 @@ async def test_secured_issues_and_their_sub_tasks_stop_the_path_for_those_outsid
                 await call
             refused.append(str(caught.value).replace(design_epic.title, "X").replace("No such epic anywhere", "X").replace(subtask.removeprefix("issue:"), "X"))
         assert len(set(refused[2:])) == 1  # the three paths: one answer
+
+
+async def test_a_level_change_reaches_the_tree_with_the_next_sync(whole_hive) -> None:
+    settings, site, url = whole_hive
+    site.jira.set_security_level("HIVE-3056", SECURITY_LEVEL)
+    try:
+        report = await _sync_again(settings, url)
+        assert "HIVE-3056" in report.jira.changed
+        async with OpenFGAClient(settings.openfga) as authorizer, Neo4jStore(settings.neo4j) as store:
+            navigator = Navigator(store)
+            with pytest.raises(NotFound):
+                await navigator.get_ancestors(Gate(authorizer, Principal(user="bob")), "issue:HIVE-3056")
+            assert await navigator.get_ancestors(Gate(authorizer, Principal(user="alice")), "issue:HIVE-3056")
+    finally:
+        site.jira.set_security_level("HIVE-3056", None)
+        await _sync_again(settings, url)
+
+
+async def _sync_again(settings: Settings, url: str):
+    async with RawStore.for_settings(settings) as store:
+        return await run_sync(
+            settings, ConfluenceRestSource(settings.confluence, settings.confluence.url or ""), store, Console(quiet=True),
+            open_index=lambda _settings, _usage: FakeSemanticIndex(), jira=_jira(url),
+        )

@@ -33,3 +33,11 @@ def test_siblings_are_numbered_by_position_then_title():
     assert [(p.page_id, p.position) for p in placed["S"]] == [("1", 0), ("4", 0), ("3", 1), ("2", 2)]
 
 
+
+
+def test_a_jira_group_never_shares_an_id_with_a_confluence_group():
+    from core.ids import jira_group_name
+
+    assert jira_group_name("hive-users") == "x-jira-hive-users" != safe_name("hive-users")
+    assert jira_group_name("Site Admins").startswith("x-jira-") and jira_group_name("g" * 200).startswith("x-jira-")
+    assert safe_name("x-jira-hive-users") != "x-jira-hive-users"  # a Confluence group named like one gets a digest
