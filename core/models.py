@@ -132,6 +132,7 @@ class Issue(Frozen):
     assignee: str | None = Field(None, description="Bare user id of its assignee.")
     labels: tuple[str, ...] = ()
     updated_at: datetime | None = None
+    links: tuple[str, ...] = Field((), description="Keys of the issues it links to (outward links).")
 
     @property
     def id(self) -> str:

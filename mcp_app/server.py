@@ -220,11 +220,12 @@ def create_server(
 
     @mcp.tool(annotations=READ_ONLY)
     async def related(
-        id: Annotated[str, Field(max_length=200, description="A page id, e.g. 'page:27362069'.")],
+        id: Annotated[str, Field(max_length=200, description="A page or issue id, e.g. 'page:27362069'.")],
         ctx: Context,
-        limit: Annotated[int, Field(ge=1, le=100, description="Pages at most each way.")] = 20,
+        limit: Annotated[int, Field(ge=1, le=100, description="At most this many of each relation.")] = 20,
     ) -> dict[str, Any]:
-        """Pages a page links to, and pages that link to it."""
+        """What a page or issue is connected with: links both ways, issues a page mentions, pages
+        mentioning an issue."""
         async with request(ctx, "related") as (opened, gate, result):
             found = await opened.navigator.related(gate, id, limit)
             result.update({relation: [{"id": p.id, "title": p.title, "url": p.url} for p in pages] for relation, pages in found.items()})

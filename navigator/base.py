@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
@@ -75,9 +75,14 @@ class NavigatorStore(Protocol):
 
     async def projects(self) -> list[Project]: ...
 
-    async def related(self, page_id: str, limit: int) -> list[tuple[str, ChildPage]]:
-        """("links_to" or "linked_from", page) for up to ``limit`` pages each way, in title order
-        (``position`` is 0)."""
+    async def related(self, node_id: str, limit: int) -> list[tuple[str, ChildPage]]:
+        """(relation, page or issue) for up to ``limit`` of each relation (``position`` is 0): a
+        page's "links_to", "linked_from" (pages) and "mentions" (issues); an issue's "links_to",
+        "linked_from" (issues) and "mentioned_in" (pages)."""
+        ...
+
+    async def sync_mentions(self, space: Space, mentions: Mapping[str, Sequence[str]]) -> int:
+        """Make the issues each page of ``space`` mentions those of ``mentions`` (page id → issue ids)."""
         ...
 
     async def position(self, parent_id: str, page_id: str) -> int | None:

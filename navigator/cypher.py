@@ -7,7 +7,8 @@ membership, (:Page)-[:LINKS_TO]->(:Page) for the links in a page's text, and
 for the images a page shows. Jira the same way: (:Project {id, key, name, url}) -[:ROOT_ISSUE
 {position}]-> (:Issue) for issues without a parent (epics, and issues in no epic),
 (:Issue)-[:PARENT_OF {position}]->(:Issue) for epic → issue → sub-task, (:Project)-[:HAS_ISSUE]->
-(:Issue). An issue's ``space_id`` holds its project's id, so pages and issues are placed alike.
+(:Issue), (:Issue)-[:LINKS_ISSUE]->(:Issue) for issue links, (:Page)-[:MENTIONS]->(:Issue) for the
+issue keys a page's text names. An issue's ``space_id`` holds its project's id, so pages and issues are placed alike.
 Ids are Wayfinder's typed ids ("space:HIVE", "page:27362069", "project:HIVE", "issue:HIVE-1234").
 """
 
@@ -67,14 +68,58 @@ MERGE (p)-[:LINKS_TO]->(t)
 
 LINKS = "MATCH (:Page {id: $id})-[:LINKS_TO]->(t:Page) RETURN t.id AS id ORDER BY t.id"
 
-# The pages a page links to and the pages linking to it, each way in title order, at most $limit each.
+# What a page or an issue is connected with, each kind in title order, at most $limit of each:
+# the pages a page links to and those linking to it, the issues a page mentions and the pages
+# mentioning an issue, the issues an issue links to and those linking to it.
 RELATED = """
 CALL () {
   MATCH (:Page {id: $id})-[:LINKS_TO]->(t:Page) RETURN 'links_to' AS relation, t ORDER BY t.title, t.id LIMIT $limit
   UNION ALL
   MATCH (:Page {id: $id})<-[:LINKS_TO]-(t:Page) RETURN 'linked_from' AS relation, t ORDER BY t.title, t.id LIMIT $limit
+  UNION ALL
+  MATCH (:Page {id: $id})-[:MENTIONS]->(t:Issue) RETURN 'mentions' AS relation, t ORDER BY t.id LIMIT $limit
+  UNION ALL
+  MATCH (:Issue {id: $id})<-[:MENTIONS]-(t:Page) RETURN 'mentioned_in' AS relation, t ORDER BY t.title, t.id LIMIT $limit
+  UNION ALL
+  MATCH (:Issue {id: $id})-[:LINKS_ISSUE]->(t:Issue) RETURN 'links_to' AS relation, t ORDER BY t.id LIMIT $limit
+  UNION ALL
+  MATCH (:Issue {id: $id})<-[:LINKS_ISSUE]-(t:Issue) RETURN 'linked_from' AS relation, t ORDER BY t.id LIMIT $limit
 }
 RETURN relation, t.id AS id, t.title AS title, t.url AS url, t.space_id AS space_id
+"""
+
+# The issues each page of a space mentions, as held.
+MENTIONS = """
+MATCH (:Space {id: $space_id})-[:HAS_PAGE]->(p:Page)-[:MENTIONS]->(i:Issue)
+RETURN p.id AS id, collect(i.id) AS issues
+"""
+
+# The mentions of the batch's pages, replaced as a whole; a mention of an issue not held is dropped.
+SET_MENTIONS = """
+UNWIND $pages AS row
+MATCH (p:Page {id: row.id})
+CALL (p) {
+  MATCH (p)-[old:MENTIONS]->()
+  DELETE old
+}
+WITH p, row
+UNWIND row.issues AS target
+MATCH (i:Issue {id: target})
+MERGE (p)-[:MENTIONS]->(i)
+"""
+
+# The links of the batch's issues (outward), replaced as a whole; a link to an issue not held is dropped.
+SET_ISSUE_LINKS = """
+UNWIND $issues AS row
+MATCH (i:Issue {id: row.id})
+CALL (i) {
+  MATCH (i)-[old:LINKS_ISSUE]->()
+  DELETE old
+}
+WITH i, row
+UNWIND row.links AS target
+MATCH (t:Issue {id: target})
+MERGE (i)-[:LINKS_ISSUE]->(t)
 """
 
 # What each page of the space was last written from (a digest of everything MERGE_PAGES and

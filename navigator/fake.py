@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from core.models import Image, Issue, Page, Project, Space
 from core.text import title_key
@@ -16,6 +16,7 @@ class FakeNavigatorStore:
         self._images: dict[str, Image] = {}
         self._projects: dict[str, Project] = {}
         self._issues: dict[str, Issue] = {}
+        self._mentions: dict[str, tuple[str, ...]] = {}  # page id → issue ids
 
     async def sync_space(self, space: Space, pages: Sequence[Page]) -> int:
         self._spaces[space.id] = space
@@ -66,14 +67,29 @@ class FakeNavigatorStore:
         ]
         return sorted(pages + issues)[:limit]
 
-    async def related(self, page_id: str, limit: int) -> list[tuple[str, ChildPage]]:
-        source = self._pages.get(page_id)
+    async def related(self, node_id: str, limit: int) -> list[tuple[str, ChildPage]]:
+        def rows(relation: str, nodes: list[Page | Issue]) -> list[tuple[str, ChildPage]]:
+            return [(relation, _child(n)) for n in sorted(nodes, key=lambda n: (_child(n).title, n.id))[:limit]]
+
+        if node_id in self._issues:
+            issue = self._issues[node_id]
+            out = [self._issues[f"issue:{k}"] for k in issue.links if f"issue:{k}" in self._issues]
+            into = [i for i in self._issues.values() if issue.key in i.links]
+            mentioning = [self._pages[p] for p, issues in self._mentions.items() if node_id in issues and p in self._pages]
+            return rows("links_to", out) + rows("linked_from", into) + rows("mentioned_in", mentioning)
+        source = self._pages.get(node_id)
         targets = [self._pages[f"page:{t}"] for t in (source.links if source else ()) if f"page:{t}" in self._pages]
-        sources = [p for p in self._pages.values() if page_id.removeprefix("page:") in p.links]
-        def rows(relation: str, pages: list[Page]) -> list[tuple[str, ChildPage]]:
-            ordered = sorted(pages, key=lambda p: (p.title, p.id))[:limit]
-            return [(relation, ChildPage(p.id, p.title, p.url, f"space:{p.space_key}", 0)) for p in ordered]
-        return rows("links_to", targets) + rows("linked_from", sources)
+        sources = [p for p in self._pages.values() if node_id.removeprefix("page:") in p.links]
+        mentioned = [self._issues[i] for i in self._mentions.get(node_id, ()) if i in self._issues]
+        return rows("links_to", targets) + rows("linked_from", sources) + rows("mentions", mentioned)
+
+    async def sync_mentions(self, space: Space, mentions: Mapping[str, Sequence[str]]) -> int:
+        held = {p for p, page in self._pages.items() if page.space_key == space.key}
+        before = {p: self._mentions.get(p) for p in held}
+        for page in held:
+            self._mentions.pop(page, None)
+        self._mentions.update((p, tuple(issues)) for p, issues in mentions.items() if p in held and issues)
+        return sum(1 for p in held if before[p] != self._mentions.get(p))
 
     async def position(self, parent_id: str, page_id: str) -> int | None:
         return next((c.position for c in await self.children(parent_id, -1, 10**9) if c.id == page_id), None)
@@ -84,28 +100,23 @@ class FakeNavigatorStore:
 
     async def summaries(self, page_ids: Sequence[str]) -> dict[str, PageSummary]:
         found = {}
-        for page_id in page_ids:
-            if page_id in self._issues:
-                issue = self._issues[page_id]
-                chain: list[Crumb] = []
-                parent = issue.parent_key
-                while parent is not None:
-                    node = self._issues[f"issue:{parent}"]
-                    chain.insert(0, Crumb(node.id, node.summary))
-                    parent = node.parent_key
-                found[page_id] = PageSummary(issue.id, issue.summary, issue.url, f"project:{issue.project_key}", tuple(chain), issue.labels, issue.updated_at)
+        for node_id in page_ids:
+            node = self._issues.get(node_id) or self._pages.get(node_id)
+            if node is None:
                 continue
-            page = self._pages.get(page_id)
-            if page is None:
-                continue
-            ancestors: list[Crumb] = []
-            parent = page.parent_id
+            chain: list[Crumb] = []
+            parent = self._parent(node)
             while parent is not None:
-                node = self._pages[f"page:{parent}"]
-                ancestors.insert(0, Crumb(node.id, node.title))
-                parent = node.parent_id
-            found[page_id] = PageSummary(page.id, page.title, page.url, f"space:{page.space_key}", tuple(ancestors), page.labels, page.updated_at)
+                chain.insert(0, Crumb(parent.id, _child(parent).title))
+                parent = self._parent(parent)
+            child = _child(node)
+            found[node_id] = PageSummary(node.id, child.title, node.url, child.space_id, tuple(chain), node.labels, node.updated_at)
         return found
+
+    def _parent(self, node: Page | Issue) -> Page | Issue | None:
+        if isinstance(node, Issue):
+            return self._issues[f"issue:{node.parent_key}"] if node.parent_key else None
+        return self._pages[f"page:{node.parent_id}"] if node.parent_id else None
 
     async def sync_images(self, space: Space, images: Sequence[Image]) -> None:
         def in_space(image: Image) -> bool:

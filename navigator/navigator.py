@@ -304,24 +304,27 @@ class Navigator:
         ]
         return Resolved(matches[0].id if len(matches) == 1 else None, candidates)
 
-    async def related(self, gate: Gate, page_id: str, limit: int) -> dict[str, list[ChildPage]]:
-        """The visible pages ``page_id`` links to and the visible pages linking to it, up to
-        ``limit`` each way. The page, its space and every linked page are authorized in one batch."""
-        kind, _ = ids.parse(page_id)
-        if kind != "page":
-            raise InvalidArgument(f"related takes a page id such as 'page:27362069', got {page_id!r}")
+    async def related(self, gate: Gate, node_id: str, limit: int) -> dict[str, list[ChildPage]]:
+        """What a page or issue is connected with, up to ``limit`` of each relation: a page's
+        links both ways and the issues it mentions; an issue's links both ways and the pages
+        mentioning it. The node, its space or project and every related one are authorized in one
+        batch; a related page or issue is shown only with its own space or project."""
+        kind, _ = ids.parse(node_id)
+        if kind not in NODES:
+            raise InvalidArgument(f"related takes a page or issue id such as 'page:27362069', got {node_id!r}")
         if not isinstance(limit, int) or not 1 <= limit <= MAX_RELATED_LIMIT:
             raise InvalidArgument(f"limit must be between 1 and {MAX_RELATED_LIMIT}, got {limit!r}")
-        rows = await self._store.related(page_id, RELATED_ROWS)
-        summaries = await self._store.summaries([page_id])
-        others = [obj for _, page in rows for obj in (page.id, page.space_id)]
-        if page_id not in await policy.pages_in_visible_spaces(gate, summaries, also=others if summaries else [page_id]):
-            raise NotFound(page_id)
+        rows = await self._store.related(node_id, RELATED_ROWS)
+        summaries = await self._store.summaries([node_id])
+        others = [obj for _, node in rows for obj in (node.id, node.space_id)]
+        if node_id not in await policy.pages_in_visible_spaces(gate, summaries, also=others if summaries else [node_id]):
+            raise NotFound(node_id)
         shown = await gate.visible(others)
-        found: dict[str, list[ChildPage]] = {"links_to": [], "linked_from": []}
-        for relation, page in rows:
-            if page.id in shown and page.space_id in shown and len(found[relation]) < limit:
-                found[relation].append(page)
+        relations = ("links_to", "linked_from", "mentions") if kind == "page" else ("links_to", "linked_from", "mentioned_in")
+        found: dict[str, list[ChildPage]] = {relation: [] for relation in relations}
+        for relation, node in rows:
+            if node.id in shown and node.space_id in shown and len(found[relation]) < limit:
+                found[relation].append(node)
         return found
 
     async def _containers(self) -> list[Space | Project]:

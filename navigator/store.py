@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -149,6 +149,7 @@ class Neo4jStore:
                 "parent_id": f"issue:{issue.parent_key}" if issue.parent_key in held_keys else None,
                 "labels": list(issue.labels),
                 "updated_at": issue.updated_at.astimezone(UTC).isoformat() if issue.updated_at else None,
+                "links": [f"issue:{key}" for key in issue.links],
             }
             for issue in issues
         ]
@@ -158,7 +159,21 @@ class Neo4jStore:
         changed = [row for row in rows if held.get(row["id"]) != row["digest"]]
         for start in range(0, len(changed), WRITE_BATCH):
             await self._write(cypher.MERGE_ISSUES, issues=changed[start : start + WRITE_BATCH])
+        written = {row["id"] for row in changed}
+        relinked = [row for row in rows if row["id"] in written or written.intersection(row["links"])]
+        for start in range(0, len(relinked), WRITE_BATCH):  # every issue of the project exists by now
+            await self._write(cypher.SET_ISSUE_LINKS, issues=relinked[start : start + WRITE_BATCH])
         await self._write(cypher.PRUNE_ISSUES, project_id=project.id, keep=[row["id"] for row in rows])
+        return len(changed)
+
+    async def sync_mentions(self, space: Space, mentions: Mapping[str, Sequence[str]]) -> int:
+        """Make the issues each page of ``space`` mentions those of ``mentions`` (page id → issue
+        ids; a page not in it mentions none). Returns the pages whose mentions were rewritten."""
+        held = {row["id"]: sorted(row["issues"]) for row in await self._read(cypher.MENTIONS, space_id=space.id)}
+        pages = set(held) | set(mentions)
+        changed = [{"id": page, "issues": sorted(mentions.get(page, ()))} for page in sorted(pages) if held.get(page, []) != sorted(mentions.get(page, ()))]
+        for start in range(0, len(changed), WRITE_BATCH):
+            await self._write(cypher.SET_MENTIONS, pages=changed[start : start + WRITE_BATCH])
         return len(changed)
 
     async def projects(self) -> list[Project]:

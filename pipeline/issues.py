@@ -18,9 +18,10 @@ from pipeline.sources.jira_rest import RemoteIssue
 log = logging.getLogger("wayfinder.sync")
 
 
-def placed_issues(remote: Sequence[RemoteIssue], markdown: Mapping[str, str]) -> list[Issue]:
+def placed_issues(remote: Sequence[RemoteIssue], markdown: Mapping[str, str], links: Mapping[str, Sequence[str]] = {}) -> list[Issue]:
     """``remote`` (one project's listing) as Issue records, parents before children; ``markdown``
-    gives each issue's text by key (an issue without any gets its summary alone)."""
+    gives each issue's text by key (an issue without any gets its summary alone), ``links`` the
+    keys it links to."""
     by_key = {issue.key: issue for issue in remote}
     children: dict[str | None, list[RemoteIssue]] = defaultdict(list)
     for issue in remote:
@@ -49,6 +50,7 @@ def placed_issues(remote: Sequence[RemoteIssue], markdown: Mapping[str, str]) ->
                     assignee=issue.assignee,
                     labels=issue.labels,
                     updated_at=issue.updated,
+                    links=tuple(links.get(issue.key, ())),
                 )
             )
             walk(issue.key)

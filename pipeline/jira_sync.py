@@ -113,7 +113,8 @@ async def for_sinks(settings: Settings, store: RawStore) -> list[tuple[Project, 
         if remote.key not in settings.jira.projects:
             continue
         stored = await store.issues(remote.key)
-        issues = placed_issues([s.listed for s in stored], {s.listed.key: s.markdown for s in stored if s.markdown})
+        links = {s.listed.key: [other for _, direction, other in (s.body or {}).get("links", []) if direction == "outward"] for s in stored}
+        issues = placed_issues([s.listed for s in stored], {s.listed.key: s.markdown for s in stored if s.markdown}, links)
         found.append((Project(key=remote.key, name=remote.name, url=remote.url), issues, permissions))
     return found
 

@@ -7,6 +7,7 @@ given and changes only the difference, so every run is idempotent and resumable.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -25,6 +26,9 @@ from pipeline.sinks.openfga import TupleSync, sync_tuples
 from pipeline.sinks.semantic import IndexSync, Manifest, sync_index
 from core.providers.base import Usage
 from retrievers.factory import OpenIndex, semantic_index
+
+
+_ISSUE_KEY = re.compile(r"\b[A-Z][A-Z0-9_]{0,63}-[0-9]{1,12}\b")
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,11 @@ async def run_sinks(
             held = {page.page_id for page in pages_by_space[space.key]}
             await store.sync_images(space, [image for image in images if image.page_id in held])
         issues_written = sum([await store.sync_project(project, issues) for project, issues, _ in jira])
+        if jira:  # the issue keys each page's text names, among the issues held
+            held_keys = {issue.key for _, issues, _ in jira for issue in issues}
+            for space in spaces:
+                mentions = {page.id: sorted({f"issue:{k}" for k in _ISSUE_KEY.findall(page.markdown) if k in held_keys}) for page in pages_by_space[space.key]}
+                await store.sync_mentions(space, {page: issues for page, issues in mentions.items() if issues})
     console.print(f"Neo4j: tree of {len(all_pages)} pages ({written} written) and {len(images)} images synchronised")
     if jira:
         console.print(f"Neo4j: {sum(len(issues) for _, issues, _ in jira)} issues of {len(jira)} Jira project(s) ({issues_written} written)")

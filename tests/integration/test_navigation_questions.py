@@ -180,3 +180,35 @@ async def _sync_again(settings: Settings, url: str):
             settings, ConfluenceRestSource(settings.confluence, settings.confluence.url or ""), store, Console(quiet=True),
             open_index=lambda _settings, _usage: FakeSemanticIndex(), jira=_jira(url),
         )
+
+
+async def test_pages_mention_issues_and_issues_link_each_other_for_those_who_may_see_them(whole_hive) -> None:
+    settings, site, _ = whole_hive
+    async with OpenFGAClient(settings.openfga) as authorizer, Neo4jStore(settings.neo4j) as store:
+        navigator = Navigator(store)
+
+        def gate(user: str) -> Gate:
+            return Gate(authorizer, Principal(user=user))
+
+        metatool = await navigator.related(gate("bob"), "issue:HIVE-3056", 100)
+        assert "page:55156221" in [p.id for p in metatool["mentioned_in"]]  # the Hive MetaTool page cites it
+        page = await navigator.related(gate("bob"), "page:55156221", 100)
+        assert {"issue:HIVE-3056", "issue:HIVE-3443"} <= {i.id for i in page["mentions"]}
+        linked = next(i for i in site.jira.issues.values() if i.links and not site.jira.level_of(i))
+        target = f"issue:{linked.links[0][1]}"
+        out = await navigator.related(gate("alice"), f"issue:{linked.key}", 100)
+        assert target in [i.id for i in out["links_to"]]
+        assert f"issue:{linked.key}" in [i.id for i in (await navigator.related(gate("alice"), target, 100))["linked_from"]]
+        # a page alice and bob both see that cites a Security issue: bob is not told of that issue
+        secured = {i.key for i in site.jira.issues.values() if site.jira.level_of(i) is not None and site.jira.level_of(i).name == "Security"}
+        for page_id, stored in site.pages.items():
+            if stored.restricted or any(a.restricted for a in site.ancestors(stored)):
+                continue
+            cited = {k for k in secured if k in stored.body}
+            if cited:
+                for_alice = {i.id for i in (await navigator.related(gate("alice"), f"page:{page_id}", 100))["mentions"]}
+                for_bob = {i.id for i in (await navigator.related(gate("bob"), f"page:{page_id}", 100))["mentions"]}
+                assert {f"issue:{k}" for k in cited} & for_alice and not {f"issue:{k}" for k in secured} & for_bob
+                break
+        else:
+            pytest.fail("no open page cites a Security issue")

@@ -149,3 +149,24 @@ async def test_related_shows_visible_links_both_ways_in_one_round_trip():
             await Navigator(store).related(gate, node, 10)
     with pytest.raises(InvalidArgument):
         await Navigator(store).related(gate, "page:1", 0)
+
+
+async def test_related_issues_and_mentions_are_authorized_like_pages():
+    from core.models import Issue, Project
+
+    store = FakeNavigatorStore()
+    await store.sync_space(SPACE, [page("1", None, 0)])
+
+    def issue(key: str, links: tuple[str, ...] = ()) -> Issue:
+        return Issue(key=key, project_key="P", issue_type="Story", hierarchy_level=0, summary=key, parent_key=None, position=int(key[2:]), url="u", markdown="", links=links)
+
+    await store.sync_project(Project(key="P", name="P", url="u"), [issue("P-1", ("P-2", "P-3")), issue("P-2"), issue("P-3")])
+    await store.sync_mentions(SPACE, {"page:1": ["issue:P-1", "issue:P-3"]})
+    seen = ("space:S", "page:1", "project:P", "issue:P-1", "issue:P-2")
+    gate = Gate(FakeAuthorizer([Check("user:bob", "viewer", o) for o in seen]), Principal(user="bob"))
+    nav = Navigator(store)
+    assert [i.id for i in (await nav.related(gate, "page:1", 10))["mentions"]] == ["issue:P-1"]  # P-3 is hidden
+    found = await nav.related(gate, "issue:P-1", 10)
+    assert [i.id for i in found["links_to"]] == ["issue:P-2"] and [p.id for p in found["mentioned_in"]] == ["page:1"]
+    with pytest.raises(NotFound):
+        await nav.related(gate, "issue:P-3", 10)
