@@ -148,14 +148,14 @@ def create_server(
 
     @mcp.tool(annotations=READ_ONLY)
     async def fetch(
-        id: Annotated[str, Field(max_length=200, description="Page id from a search hit or the tree, e.g. 'page:27362069'.")],
+        id: Annotated[str, Field(max_length=200, description="Page or issue id from a search hit or the tree, e.g. 'page:27362069'.")],
         ctx: Context,
         section: Annotated[
             str | None, Field(max_length=200, description="Heading slug from the outline; whole page if omitted.")
         ] = None,
     ) -> dict[str, Any]:
-        """Read a page as Markdown, or one section of it, with its outline (slugs and token counts)
-        and breadcrumb."""
+        """Read a page or an issue as Markdown, or one section of it, with its outline (slugs and
+        token counts) and breadcrumb."""
         async with request(ctx, "fetch") as (opened, gate, result):
             view = await opened.navigator.read_page(gate, id, section)
             result.update(dataclasses.asdict(view))

@@ -202,6 +202,11 @@ MATCH (p:Page {id: $id})
 RETURN p.id AS id, p.title AS title, p.url AS url, p.markdown AS markdown
 """
 
+ISSUE = """
+MATCH (i:Issue {id: $id})
+RETURN i.id AS id, i.title AS title, i.url AS url, i.markdown AS markdown
+"""
+
 # Summaries of many pages with their ancestors from the root down, for hits and breadcrumbs.
 PAGE_SUMMARIES = """
 UNWIND $ids AS wanted

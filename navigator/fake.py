@@ -95,6 +95,9 @@ class FakeNavigatorStore:
         return next((c.position for c in await self.children(parent_id, -1, 10**9) if c.id == page_id), None)
 
     async def page(self, page_id: str) -> PageContent | None:
+        if page_id in self._issues:
+            issue = self._issues[page_id]
+            return PageContent(issue.id, issue.summary, issue.url, issue.markdown)
         p = self._pages.get(page_id)
         return PageContent(p.id, p.title, p.url, p.markdown) if p else None
 

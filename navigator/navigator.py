@@ -134,8 +134,8 @@ class Navigator:
 
     async def read_page(self, gate: Gate, page_id: str, section: str | None = None) -> PageView:
         kind, _ = ids.parse(page_id)
-        if kind != "page":
-            raise InvalidArgument(f"fetch takes a page id such as 'page:27362069', got {page_id!r}")
+        if kind not in NODES:
+            raise InvalidArgument(f"fetch takes a page or issue id such as 'page:27362069' or 'issue:HIVE-1234', got {page_id!r}")
         if section is not None and (not isinstance(section, str) or not 0 < len(section) <= MAX_SECTION_CHARS):
             raise InvalidArgument(f"section must be a heading slug of 1 to {MAX_SECTION_CHARS} characters")
 

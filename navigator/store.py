@@ -245,7 +245,8 @@ class Neo4jStore:
         return rows[0]["position"] if rows else None
 
     async def page(self, page_id: str) -> PageContent | None:
-        rows = await self._read(cypher.PAGE, id=page_id)
+        """A page's or an issue's text."""
+        rows = await self._read(cypher.ISSUE if page_id.startswith("issue:") else cypher.PAGE, id=page_id)
         return PageContent(**rows[0]) if rows else None
 
     async def summaries(self, page_ids: Sequence[str]) -> dict[str, PageSummary]:

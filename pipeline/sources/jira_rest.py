@@ -90,6 +90,7 @@ class JiraRestSource:
         )
         self._zone: ZoneInfo | None = None
         self._group_names: dict[str, str] = {}  # subject -> the group's name at the site
+        self._without_levels: set[str] = set()  # projects whose permissions showed no security levels
 
     @property
     def calls(self) -> int:
@@ -151,6 +152,10 @@ class JiraRestSource:
         browse = tuple(sorted({self._holder(p["holder"], role_of) for p in scheme["permissions"] if p.get("permission") == BROWSE} - {""}))
         levels: dict[str, list[str]] = {}
         security = await self._get(f"rest/api/2/project/{project_key}/issuesecuritylevelscheme", {})
+        if security is None or not security.get("levels"):
+            self._without_levels.add(project_key)
+        else:
+            self._without_levels.discard(project_key)
         if security is not None and security.get("levels"):
             for level in security["levels"]:
                 levels[str(level["id"])] = []
@@ -235,6 +240,11 @@ class JiraRestSource:
     def _issue(self, item: dict[str, Any]) -> RemoteIssue:
         fields = item.get("fields") or {}
         # An issue's place and level decide who may see it: an answer without them is refused (A10).
+        # A site may leave out ``security`` where a project has no levels: only for a project whose
+        # permissions (read first) showed none is that read as "no level".
+        project_key = str(item.get("key", "")).rpartition("-")[0]
+        if "security" not in fields and project_key in self._without_levels:
+            fields = {**fields, "security": None}
         missing = [name for name in ("issuetype", "security", "updated") if name not in fields]
         if missing:
             raise SourceError(f"Jira sent issue {item.get('key', '?')} without {', '.join(missing)}: refusing to guess who may see it")

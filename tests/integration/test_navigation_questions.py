@@ -212,3 +212,16 @@ async def test_pages_mention_issues_and_issues_link_each_other_for_those_who_may
                 break
         else:
             pytest.fail("no open page cites a Security issue")
+
+
+async def test_an_issue_is_fetched_with_its_text_by_those_who_may_see_it(whole_hive) -> None:
+    settings, site, _ = whole_hive
+    secured = next(i.key for i in site.jira.issues.values() if i.security_level and i.hierarchy_level == 0)
+    async with OpenFGAClient(settings.openfga) as authorizer, Neo4jStore(settings.neo4j) as store:
+        navigator = Navigator(store)
+        view = await navigator.read_page(Gate(authorizer, Principal(user="bob")), "issue:HIVE-3056")
+        assert view.markdown.startswith("# HIVE-3056: ") and "MetaTool" in view.markdown
+        assert [c.id for c in view.breadcrumb] == [site.jira.issues["HIVE-3056"].parent_key and f"issue:{site.jira.issues['HIVE-3056'].parent_key}"]
+        assert (await navigator.read_page(Gate(authorizer, Principal(user="alice")), f"issue:{secured}")).id == f"issue:{secured}"
+        with pytest.raises(NotFound):
+            await navigator.read_page(Gate(authorizer, Principal(user="bob")), f"issue:{secured}")

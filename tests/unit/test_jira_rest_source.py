@@ -102,3 +102,15 @@ async def test_transient_failures_are_retried_and_refusals_are_clear(site):
         await JiraRestSource(JiraSettings(cloud=False, username="bob", token=TOKENS["bob"]), site.url).permissions("HIVE")
     with pytest.raises(ConfigurationError, match="TOKEN is required"):
         JiraRestSource(JiraSettings(), site.url)
+
+
+async def test_an_issue_without_its_security_field_is_open_only_where_the_project_has_no_levels(site):
+    rest = source(site.url, cloud=False)
+    bare = {"key": "HIVE-1", "fields": {"issuetype": {"name": "Story", "hierarchyLevel": 0}, "updated": "2024-01-01T00:00:00.000+0000"}}
+    with pytest.raises(SourceError, match="without security"):
+        rest._issue(bare)  # nothing known of the project's levels yet
+    await rest.permissions("HIVE")  # HIVE has levels: a missing field is still refused
+    with pytest.raises(SourceError, match="without security"):
+        rest._issue(bare)
+    rest._without_levels.add("HIVE")  # as if its permissions had shown no levels
+    assert rest._issue(bare).security_level is None

@@ -170,3 +170,20 @@ async def test_related_issues_and_mentions_are_authorized_like_pages():
     assert [i.id for i in found["links_to"]] == ["issue:P-2"] and [p.id for p in found["mentioned_in"]] == ["page:1"]
     with pytest.raises(NotFound):
         await nav.related(gate, "issue:P-3", 10)
+
+
+async def test_an_issue_is_fetched_like_a_page_with_hidden_page_links_cut():
+    from core.models import Issue, Project
+
+    store = FakeNavigatorStore()
+    await store.sync_space(SPACE, [page("1", None, 0), page("2", None, 1)])
+    text = "# P-1: Crash\n\nSee [open](page:1) and [secret](page:2).\n"
+    await store.sync_project(Project(key="P", name="P", url="u"), [
+        Issue(key="P-1", project_key="P", issue_type="Bug", hierarchy_level=0, summary="Crash", parent_key=None, position=0, url="u/P-1", markdown=text),
+    ])
+    gate = Gate(FakeAuthorizer([Check("user:bob", "viewer", o) for o in ("space:S", "page:1", "project:P", "issue:P-1")]), Principal(user="bob"))
+    view = await Navigator(store).read_page(gate, "issue:P-1")
+    assert view.title == "Crash" and view.space_id == "project:P" and "[open](page:1)" in view.markdown and "page:2" not in view.markdown
+    outsider = Gate(FakeAuthorizer([Check("user:bob", "viewer", o) for o in ("space:S", "page:1", "project:P")]), Principal(user="bob"))
+    with pytest.raises(NotFound):
+        await Navigator(store).read_page(outsider, "issue:P-1")
