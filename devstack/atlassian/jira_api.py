@@ -67,7 +67,9 @@ def jira_routes(jira: Jira) -> list[tuple[str, Handler]]:
             return _error(400, str(exc))
         except ValueError:
             return _error(400, "maxResults must be an integer and nextPageToken one this server gave")
-        window = [_issue_json(jira, account, i, links, params, version=3) for i in issues[start : start + max(limit, 0)]]
+        if limit < 1 or start < 0:
+            return _error(400, "maxResults must be at least 1")  # a page of none would never end
+        window = [_issue_json(jira, account, i, links, params, version=3) for i in issues[start : start + limit]]
         body: dict[str, Any] = {"issues": window, "isLast": start + limit >= len(issues)}
         if not body["isLast"]:
             body["nextPageToken"] = base64.urlsafe_b64encode(f"jql:{start + limit}".encode()).decode()
