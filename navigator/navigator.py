@@ -28,7 +28,10 @@ MAX_TREE_LIMIT = 200
 # all read has no child count.
 TREE_ROWS = 1000
 MAX_PATH_CHARS = 1000
-MAX_PATH_MATCHES = 20  # pages a path's last title may name before the rest of the path narrows them
+MAX_PATH_MATCHES = 20  # candidates an ambiguous path returns at most
+# Nodes a path's last title may name, read (and authorized) before the rest of the path narrows
+# them, so hidden namesakes do not crowd out a visible match.
+PATH_ROWS = 500
 MAX_RELATED_LIMIT = 100
 CONTAINERS = ("space", "project")  # the roots of the trees
 NODES = ("page", "issue")
@@ -280,7 +283,7 @@ class Navigator:
         issue_key = raw[-1].upper() if _ISSUE_KEY.fullmatch(raw[-1].upper()) else None
         found: list[str] = []
         for container in named or [None]:
-            found += await self._store.titled(segments[-1], container.id if container else None, MAX_PATH_MATCHES, issue_key)
+            found += await self._store.titled(segments[-1], container.id if container else None, PATH_ROWS, issue_key)
         summaries = await self._store.summaries(found)
         # The authorizer is asked once whether or not anything has the title, so neither the answer
         # nor its timing tells a hidden title from an absent one.
@@ -298,7 +301,7 @@ class Navigator:
         ]
         if not matches:
             raise NotFound(path.strip()[:200])
-        matches.sort(key=lambda s: (len(s.ancestors), s.id))
+        matches = sorted(matches, key=lambda s: (len(s.ancestors), s.id))[:MAX_PATH_MATCHES]
         candidates = [
             {"id": m.id, "title": m.title, "url": m.url, "breadcrumb": [dataclasses.asdict(c) for c in m.ancestors]} for m in matches
         ]

@@ -95,13 +95,18 @@ async def convert_issues(settings: Settings, store: RawStore, report: JiraReport
     todo = [stored for key in settings.jira.projects for stored in await store.issues(key) if stored.needs_conversion and stored.body]
     if not todo:
         return
-    loop = asyncio.get_running_loop()
-    workers = max(1, min(MAX_CONVERTERS, os.cpu_count() or 1, len(todo) // 20))
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        pending = [(stored, loop.run_in_executor(pool, issue_markdown, *_markdown_args(stored))) for stored in todo]
-        for stored, converted in pending:
-            await store.save_issue_markdown(stored.listed.key, stored.body_updated or "", await converted)
+    workers = min(MAX_CONVERTERS, os.cpu_count() or 1, len(todo) // 20)
+    if workers < 2:  # a few issues (the usual incremental run): a thread, no process to start
+        for stored in todo:
+            await store.save_issue_markdown(stored.listed.key, stored.body_updated or "", await asyncio.to_thread(issue_markdown, *_markdown_args(stored)))
             report.converted += 1
+    else:
+        loop = asyncio.get_running_loop()
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            pending = [(stored, loop.run_in_executor(pool, issue_markdown, *_markdown_args(stored))) for stored in todo]
+            for stored, converted in pending:
+                await store.save_issue_markdown(stored.listed.key, stored.body_updated or "", await converted)
+                report.converted += 1
     console.print(f"converted {report.converted} issue(s) to Markdown")
 
 
