@@ -164,9 +164,9 @@ def create_server(
 
     @mcp.tool(annotations=READ_ONLY)
     async def list_spaces(ctx: Context) -> dict[str, Any]:
-        """List the spaces you can see."""
+        """List the Confluence spaces and Jira projects you can see."""
         async with request(ctx, "list_spaces") as (opened, gate, result):
-            result["spaces"] = await opened.navigator.list_spaces(gate)
+            result.update(await opened.navigator.list_spaces(gate))
         return result
 
     @mcp.tool(annotations=READ_ONLY)

@@ -101,10 +101,14 @@ class Navigator:
         a batch of their own (search)."""
         return [space.id for space in await self._store.spaces()]
 
-    async def list_spaces(self, gate: Gate) -> list[dict[str, str]]:
-        spaces = await self._store.spaces()
-        visible = await gate.visible(space.id for space in spaces)
-        return [{"id": s.id, "key": s.key, "name": s.name, "url": s.url} for s in spaces if s.id in visible]
+    async def list_spaces(self, gate: Gate) -> dict[str, list[dict[str, str]]]:
+        """The Confluence spaces and the Jira projects the caller can see, asked in one batch."""
+        spaces, projects = await self._store.spaces(), await self._store.projects()
+        visible = await gate.visible(c.id for c in (*spaces, *projects))
+        return {
+            kind: [{"id": c.id, "key": c.key, "name": c.name, "url": c.url} for c in found if c.id in visible]
+            for kind, found in (("spaces", spaces), ("projects", projects))
+        }
 
     async def list_children(self, gate: Gate, node_id: str, cursor: str | None, limit: int) -> ChildrenPage:
         ids.parse(node_id)

@@ -4,7 +4,7 @@ from authz.base import Check
 from authz.fake import FakeAuthorizer
 from authz.gate import Gate
 from core.errors import InvalidArgument, NotFound
-from core.models import Page, Principal, Space
+from core.models import Page, Principal, Project, Space
 from navigator.fake import FakeNavigatorStore
 from navigator.navigator import Navigator
 
@@ -85,11 +85,18 @@ async def test_breadcrumb_stops_at_first_hidden_ancestor():
     assert view.breadcrumb == ()
 
 
-async def test_list_spaces_only_visible():
+async def test_list_spaces_lists_only_the_visible_spaces_and_projects_in_one_batch():
     nav, gate = await navigator_for()
-    assert await nav.list_spaces(gate) == []
+    await nav._store.sync_project(Project(key="P", name="Project P", url="u"), [])
+    assert await nav.list_spaces(gate) == {"spaces": [], "projects": []}
     nav, gate = await navigator_for("space:S")
-    assert [s["id"] for s in await nav.list_spaces(gate)] == ["space:S"]
+    await nav._store.sync_project(Project(key="P", name="Project P", url="u"), [])
+    assert [s["id"] for s in (await nav.list_spaces(gate))["spaces"]] == ["space:S"]
+    assert (await nav.list_spaces(gate))["projects"] == []
+    nav, gate = await navigator_for("project:P")
+    await nav._store.sync_project(Project(key="P", name="Project P", url="u"), [])
+    assert await nav.list_spaces(gate) == {"spaces": [], "projects": [{"id": "project:P", "key": "P", "name": "Project P", "url": "u"}]}
+    assert [r.object for r in gate.records] == ["space:S", "project:P"]
 
 
 async def test_fetch_rejects_non_page_ids():
