@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install demo test test-unit eval leak-suite bench-authz bench-incremental bench-incremental-production bench-index bench-index-scale bench-index-production bench-semantic services-up services-down clean
+.PHONY: install demo test test-unit eval leak-suite bench-authz bench-nav bench-incremental bench-incremental-production bench-index bench-index-scale bench-index-production bench-semantic services-up services-down clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,12 @@ leak-suite: install
 # The gate's cost per tool against an allow-all stand-in, side by side on the demo's Hive index.
 bench-authz: install
 	$(BIN)/wayfinder bench-authz
+
+# The navigator tools on a synthetic company of 170,000 pages and 50,000 issues (own stack; the
+# first run loads it into Neo4j and OpenFGA, later runs reuse it): the real gate against allow-all,
+# for a user who sees everything and one who sees ~5%; report in .wayfinder/reports/bench-nav.json.
+bench-nav: install
+	$(BIN)/wayfinder bench-nav
 
 # Full sync of the Hive space over REST, ~1% churn, incremental sync (own stack; about 20 minutes).
 bench-incremental: install

@@ -204,6 +204,17 @@ def bench_authz() -> None:
         raise _fail(exc) from exc
 
 
+@app.command("bench-nav")
+def bench_nav() -> None:
+    """The navigator on 170,000 pages and 50,000 issues: each tool with the real gate and allow-all side by side."""
+    from devstack.bench_nav import run_bench_nav
+
+    try:
+        asyncio.run(run_bench_nav(Settings(), console))
+    except WayfinderError as exc:
+        raise _fail(exc) from exc
+
+
 @app.command("bench-incremental")
 def bench_incremental(
     production: bool = typer.Option(False, help="On the production storage profile (PostgreSQL with pgvector, Neo4j)."),

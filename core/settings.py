@@ -40,6 +40,14 @@ class OpenFGASettings(BaseModel):
     resolve_node_limit: int = Field(
         100, ge=25, description="OpenFGA `--resolve-node-limit` (restrictions nested many levels deep need more than the default 25)."
     )
+    decision_cache_s: float = Field(
+        0.0,
+        ge=0,
+        le=60,
+        description="Seconds the local OpenFGA may reuse check results (its check and iterator caches, dropped early once "
+        "it sees tuples written). 0, the default, keeps them off: a revoked permission is denied on the next request. "
+        "Above 0 this is the revocation bound: a revoked permission may still be granted for up to this long.",
+    )
 
     @property
     def url(self) -> str:

@@ -28,7 +28,7 @@ from authz.client import OpenFGAClient
 from authz.tuples import SOURCE_TYPES
 from core.settings import Settings
 from devstack import stack
-from devstack.reports import write_report
+from devstack.reports import percentiles, write_report
 from devstack.serving import serving
 from mcp_app.auth import StaticTokens, http_identity
 from mcp_app.server import Services, create_server, open_services
@@ -79,7 +79,7 @@ class Timings:
     checks: list[int] = field(default_factory=list)
 
     def summary(self) -> dict[str, float]:
-        p = {mode: _percentiles(values) for mode, values in self.ms.items()}
+        p = {mode: percentiles(values) for mode, values in self.ms.items()}
         free_p50, free_p95 = p["allow_all"]
         return {
             "requests": len(self.ms["gate"]),
@@ -96,11 +96,6 @@ class Timings:
             "openfga_round_trips_per_request": round(statistics.mean(self.round_trips), 2),
             "checks_per_request": round(statistics.mean(self.checks), 1),
         }
-
-
-def _percentiles(values: list[float]) -> tuple[float, float]:
-    ordered = sorted(values)
-    return statistics.median(ordered), ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
 
 
 def _workload(settings: Settings, pages: Sequence[StoredPage]) -> list[tuple[str, dict[str, Any]]]:

@@ -117,6 +117,21 @@ class OpenFGAService:
             "--metrics-enabled=false",
             "--authn-method", "preshared",
             "--resolve-node-limit", str(fga.resolve_node_limit),
+            *self._cache_flags(),
+        ]  # fmt: skip
+
+    def _cache_flags(self) -> list[str]:
+        """OpenFGA's check caches, off unless ``decision_cache_s`` says how stale an answer may be
+        (DESIGN.md A8): every cached answer expires within it, and the cache controller, polling at
+        the same interval, drops answers older than a tuple write it sees."""
+        ttl = self._fga.decision_cache_s
+        if not ttl:
+            return []
+        every = f"{int(ttl * 1000)}ms"
+        return [
+            "--check-query-cache-enabled", "--check-query-cache-ttl", every,
+            "--check-iterator-cache-enabled", "--check-iterator-cache-ttl", every,
+            "--cache-controller-enabled", "--cache-controller-ttl", every,
         ]  # fmt: skip
 
     def is_healthy(self) -> bool:

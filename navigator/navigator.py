@@ -24,9 +24,10 @@ MAX_SECTION_CHARS = 200
 MAX_CURSOR_CHARS = 512
 MAX_TREE_DEPTH = 3
 MAX_TREE_LIMIT = 200
-# Children read (and authorized) per level of a tree at most; a parent whose children were not
-# all read has no child count.
-TREE_ROWS = 1000
+# Children read (and authorized) per get_tree call at most, shallow levels first: each check costs
+# OpenFGA milliseconds, and one call must stay within the request's authorization deadline. A
+# parent whose children were not all read has no child count.
+TREE_ROWS = 400
 MAX_PATH_CHARS = 1000
 MAX_PATH_MATCHES = 20  # candidates an ambiguous path returns at most
 # Nodes a path's last title may name, read (and authorized) before the rest of the path narrows
@@ -230,11 +231,13 @@ class Navigator:
                 raise NotFound(node_id)
             root = TreeNode(node_id, summary.title, summary.url)
 
-        nodes, frontier, budget, truncated = {node_id: root}, [node_id], limit, False
+        nodes, frontier, budget, truncated, rows_left = {node_id: root}, [node_id], limit, False, TREE_ROWS
         for level in range(1, depth + 2):  # the level below the last one shown is read for the counts
             if level > 1:
-                rows = await self._store.children_of(frontier, TREE_ROWS)
-            cut = rows[-1][0] if len(rows) >= TREE_ROWS else None  # this parent and later ones were not read whole
+                rows = await self._store.children_of(frontier, rows_left) if rows_left else []
+            # This parent and later ones (in the store's order) were not read whole.
+            cut = (rows[-1][0] if rows else min(frontier)) if len(rows) >= rows_left else None
+            rows_left -= len(rows)
             truncated = truncated or cut is not None
             shown = await gate.visible(obj for _, child in rows for obj in (child.id, child.space_id))
             kids: dict[str, list[ChildPage]] = {}

@@ -85,6 +85,18 @@ async def test_tree_limit_keeps_shallow_levels_first():
     assert all(c.children == [] for c in tree.root.children)
 
 
+async def test_tree_reads_at_most_tree_rows_children_per_call_and_leaves_the_rest_uncounted(monkeypatch):
+    monkeypatch.setattr("navigator.navigator.TREE_ROWS", 6)
+    nav, gate = await navigator_for(*ALL)
+    tree = await nav.get_tree(gate, "page:1", depth=2, limit=50)
+    # page:1's four children, then two of theirs (page:2's and page:3's, which may have had more:
+    # page:3 and the parents after it are not counted), then none: the budget is spent.
+    assert flat(tree.root) == [("page:2", 1), ("page:3", None), ("page:4", None), ("page:5", None), ("page:7", None), ("page:6", None)]
+    assert tree.root.child_count == 4 and tree.truncated
+    asked = [c.object for batch in gate.authorizer.calls for c in batch if c.object.startswith("page:")]
+    assert len(asked) == 1 + 6  # the root and the six children read
+
+
 async def test_tree_of_hidden_or_missing_node_and_bad_bounds():
     nav, gate = await navigator_for(*hidden("page:3"))
     for node in ("page:3", "page:99", "space:X"):
