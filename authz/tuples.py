@@ -193,6 +193,25 @@ def anchors(space_key: str, pages: Iterable[Page], permissions: Permissions) -> 
     return found
 
 
+def issue_anchors(project_key: str, issues: Iterable[Issue]) -> dict[str, str]:
+    """Issue id → the object whose ``viewer`` check answers the issue's own, as :func:`anchors`
+    does for pages: the project for an issue with no security level that stands on its own, its
+    parent's anchor for a sub-task with no level of its own, the issue itself otherwise."""
+    issues = list(issues)
+    check_issue_tree(project_key, issues)
+    by_key = {issue.key: issue for issue in issues}
+    project = ids.project_id(project_key)
+
+    def anchor(issue: Issue) -> str:
+        if issue.security_level is not None:
+            return issue.id
+        if issue.subtask:
+            return anchor(by_key[issue.parent_key or ""])  # a parent is never a sub-task
+        return project
+
+    return {issue.id: anchor(issue) for issue in issues}
+
+
 def check_issue_tree(project_key: str, issues: Sequence[Issue]) -> None:
     """Each issue once, in this project; a parent that is an issue of this project and no
     sub-task itself for a sub-task; no cycles."""

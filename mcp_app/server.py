@@ -126,21 +126,25 @@ def create_server(
             list[Annotated[str, Field(max_length=64)]] | None,
             Field(max_length=50, description="Only these space keys, e.g. ['HIVE']."),
         ] = None,
+        projects: Annotated[
+            list[Annotated[str, Field(max_length=64)]] | None,
+            Field(max_length=50, description="Only these Jira project keys."),
+        ] = None,
         labels: Annotated[
             list[Annotated[str, Field(max_length=255)]] | None,
-            Field(max_length=20, description="Only pages with any of these labels."),
+            Field(max_length=20, description="Only pages and issues with any of these labels."),
         ] = None,
-        updated_after: Annotated[datetime | None, Field(description="Only pages saved after this time (ISO 8601; UTC if no zone).")] = None,
+        updated_after: Annotated[datetime | None, Field(description="Only what was updated after this time (ISO 8601; UTC if no zone).")] = None,
         kinds: Annotated[list[Literal["page", "issue"]] | None, Field(max_length=2, description="Only these kinds.")] = None,
-        top_k: Annotated[int, Field(ge=1, le=50, description="Number of page hits.")] = 10,
+        top_k: Annotated[int, Field(ge=1, le=50, description="Number of hits.")] = 10,
         response_format: Literal["concise", "detailed"] = "concise",
     ) -> dict[str, Any]:
-        """Find pages relevant to a question. Returns page hits with snippets (pages repeating a hit's
-        text are listed in its also_in), plus related entities and relations with the ids of the
-        pages they come from. Use fetch to read a hit."""
+        """Find pages and issues relevant to a question. Returns hits with snippets (pages repeating
+        a hit's text are listed in its also_in), plus related entities and relations with the ids
+        of the pages and issues they come from. Use fetch to read a hit."""
         async with request(ctx, "search") as (opened, gate, result):
             found = await opened.semantic.search(
-                gate, query, top_k=top_k, spaces=spaces, labels=labels, updated_after=updated_after, kinds=kinds,
+                gate, query, top_k=top_k, spaces=spaces, projects=projects, labels=labels, updated_after=updated_after, kinds=kinds,
                 response_format=response_format,
             )
             result.update(notice=UNTRUSTED_NOTICE, **dataclasses.asdict(found))

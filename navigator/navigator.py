@@ -97,10 +97,10 @@ class Navigator:
     def __init__(self, store: NavigatorStore) -> None:
         self._store = store
 
-    async def space_ids(self) -> list[str]:
-        """Ids of every space the store holds, unauthorized: for callers that authorize them in
-        a batch of their own (search)."""
-        return [space.id for space in await self._store.spaces()]
+    async def container_ids(self) -> list[str]:
+        """Ids of every space and project the store holds, unauthorized: for callers that
+        authorize them in a batch of their own (search)."""
+        return [container.id for container in await self._containers()]
 
     async def list_spaces(self, gate: Gate) -> dict[str, list[dict[str, str]]]:
         """The Confluence spaces and the Jira projects the caller can see, asked in one batch."""

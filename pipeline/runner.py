@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from authz.client import OpenFGAClient
 from authz.prefilter import ACL_FILE, AclKeys
-from authz.tuples import anchors, confluence_tuples, jira_tuples
+from authz.tuples import anchors, confluence_tuples, issue_anchors, jira_tuples
 from core import ids
 from core.models import Image, Issue, JiraPermissions, Page, Permissions, Project, Space
 from core.settings import Settings
@@ -63,9 +63,8 @@ async def run_sinks(
     jira: Sequence[tuple[Project, Sequence[Issue], JiraPermissions]] = (),
 ) -> IndexReport:
     """Bring OpenFGA, and unless ``content`` is False Neo4j and LightRAG, to ``pages_by_space``
-    and the Jira projects in ``jira`` (project, its issues placed, its permissions: to OpenFGA and
-    Neo4j; issues are not in the semantic index yet). ``indexable`` (page ids) limits what
-    LightRAG holds: pages without converted text stay out."""
+    and the Jira projects in ``jira`` (project, its issues placed, its permissions). ``indexable``
+    (page ids) limits the pages LightRAG holds: pages without converted text stay out."""
     started = time.monotonic() if started is None else started
     all_pages = [page for pages in pages_by_space.values() for page in pages]
     desired = set()
@@ -78,7 +77,10 @@ async def run_sinks(
     console.print(f"OpenFGA: {tuples.written} tuples written, {tuples.deleted} deleted, {tuples.unchanged} unchanged")
     # Beside the index, in step with the tuples: which pages share a view check (the pre-filter's keys).
     settings.index_dir.mkdir(parents=True, exist_ok=True)
-    AclKeys.of({ids.space_id(s.key): anchors(s.key, pages_by_space[s.key], permissions) for s in spaces}).save(settings.index_dir / ACL_FILE)
+    AclKeys.of(
+        {ids.space_id(s.key): anchors(s.key, pages_by_space[s.key], permissions) for s in spaces}
+        | {project.id: issue_anchors(project.key, issues) for project, issues, _ in jira}
+    ).save(settings.index_dir / ACL_FILE)
     if not content:
         return IndexReport(len(spaces), len(all_pages), tuples, None, 0.0, time.monotonic() - started)
 
@@ -98,7 +100,8 @@ async def run_sinks(
     if jira:
         console.print(f"Neo4j: {sum(len(issues) for _, issues, _ in jira)} issues of {len(jira)} Jira project(s) ({issues_written} written)")
 
-    to_index = [page for page in all_pages if indexable is None or page.page_id in indexable]
+    to_index: list[Page | Issue] = [page for page in all_pages if indexable is None or page.page_id in indexable]
+    to_index += [issue for _, issues, _ in jira for issue in issues]
     index_started = time.monotonic()
     progress = Progress(TextColumn("indexing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console)
     async with open_index(settings, usage) as index:
@@ -108,11 +111,11 @@ async def run_sinks(
             def advance(count: int) -> None:
                 progress.advance(task, count)
                 if not console.is_terminal:  # logs and CI get a line per batch instead of a bar
-                    console.print(f"indexed {int(progress.tasks[0].completed)}/{len(to_index)} pages")
+                    console.print(f"indexed {int(progress.tasks[0].completed)}/{len(to_index)} pages and issues")
 
             indexed = await sync_index(index, Manifest(settings.index_dir / "manifest.json"), to_index, on_progress=advance)
     index_seconds = time.monotonic() - index_started
     console.print(
-        f"LightRAG: {indexed.indexed} pages indexed, {indexed.deleted} deleted, {indexed.unchanged} unchanged in {index_seconds:.1f}s"
+        f"LightRAG: {indexed.indexed} pages and issues indexed, {indexed.deleted} deleted, {indexed.unchanged} unchanged in {index_seconds:.1f}s"
     )
     return IndexReport(len(spaces), len(all_pages), tuples, indexed, index_seconds, time.monotonic() - started)

@@ -88,7 +88,7 @@ class SearchHit:
     id: str
     kind: str
     title: str
-    space: str
+    space: str  # the page's space id, or the issue's project id
     breadcrumb: list[str]
     url: str
     snippet: str
@@ -133,19 +133,24 @@ class SemanticRetriever:
         *,
         top_k: int = 10,
         spaces: Sequence[str] | None = None,
+        projects: Sequence[str] | None = None,
         labels: Sequence[str] | None = None,
         updated_after: datetime | None = None,
         kinds: Sequence[str] | None = None,
         response_format: str = "concise",
     ) -> SearchResult:
-        """``spaces``, ``labels`` (any of them), ``updated_after`` and ``kinds`` narrow the
-        candidates before anything is ranked."""
-        query = _checked(query, top_k, spaces, response_format)
+        """``spaces`` and ``projects`` (keys: pages of those spaces, issues of those projects),
+        ``labels`` (any of them), ``updated_after`` and ``kinds`` narrow the candidates before
+        anything is ranked."""
+        query = _checked(query, top_k, spaces, projects, response_format)
         wanted = _Filters.checked(labels, updated_after, kinds)
         limit = SNIPPET_CHARS[response_format]
-        # The spaces asked for are authorized as asked, whether they exist or not: a missing
-        # space and a hidden one look alike, and the gate is always asked.
-        candidate_spaces = sorted({ids.space_id(key) for key in spaces}) if spaces else await self._navigator.space_ids()
+        # The spaces and projects asked for are authorized as asked, whether they exist or not: a
+        # missing one and a hidden one look alike, and the gate is always asked.
+        if spaces or projects:
+            candidate_spaces = sorted({ids.space_id(key) for key in spaces or ()} | {ids.project_id(key) for key in projects or ()})
+        else:
+            candidate_spaces = await self._navigator.container_ids()
         # Every candidate that clears the relevance floor, up to the cap, among the documents the
         # caller may see as far as the last sync knew (A7: everything is still checked below).
         # Without those keys, which candidates the caller may see cannot change which visible
@@ -261,14 +266,18 @@ class _Filters:
         return cls(frozenset(labels) if labels else None, updated_after, frozenset(kinds) if kinds else KINDS)
 
     def admit(self, page: PageSummary) -> bool:
-        if "page" not in self.kinds:  # pages are the only kind held so far
+        if _kind(page.id) not in self.kinds:
             return False
         if self.labels is not None and not self.labels.intersection(page.labels):
             return False
         return self.updated_after is None or (page.updated_at is not None and page.updated_at > self.updated_after)
 
 
-def _checked(query: str, top_k: int, spaces: Sequence[str] | None, response_format: str) -> str:
+def _kind(doc_id: str) -> str:
+    return doc_id.partition(":")[0]  # "page" or "issue"
+
+
+def _checked(query: str, top_k: int, spaces: Sequence[str] | None, projects: Sequence[str] | None, response_format: str) -> str:
     """The query, stripped, once every argument is within its bounds."""
     query = query.strip()
     if not query:
@@ -279,8 +288,9 @@ def _checked(query: str, top_k: int, spaces: Sequence[str] | None, response_form
         raise InvalidArgument(f"top_k must be between 1 and {MAX_TOP_K}, got {top_k}")
     if response_format not in SNIPPET_CHARS:
         raise InvalidArgument(f"response_format must be one of {sorted(SNIPPET_CHARS)}, got {response_format!r}")
-    if spaces is not None and len(spaces) > MAX_SPACES:
-        raise InvalidArgument(f"spaces takes at most {MAX_SPACES} space keys, got {len(spaces)}")
+    for name, keys in (("spaces", spaces), ("projects", projects)):
+        if keys is not None and len(keys) > MAX_SPACES:
+            raise InvalidArgument(f"{name} takes at most {MAX_SPACES} keys, got {len(keys)}")
     return query
 
 
@@ -300,7 +310,7 @@ def _relevant_candidates(raw: RawResults, query: str) -> tuple[list[ChunkHit], l
 def _hit(summary: PageSummary, ranked: _Ranked, snippet: str) -> SearchHit:
     return SearchHit(
         id=summary.id,
-        kind="page",
+        kind=_kind(summary.id),
         title=summary.title,
         space=summary.space_id,
         breadcrumb=[crumb.title for crumb in summary.ancestors],

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.files import write_atomically
-from core.models import Page
+from core.models import Issue, Page
 from pipeline.raw_store import StoredPage
 from retrievers.base import IndexDocument, SemanticIndex
 
@@ -24,8 +24,11 @@ class IndexSync:
     unchanged: int
 
 
-def index_text(page: Page | StoredPage) -> str:
-    return f"# {page.title}\n\n{page.markdown}"
+def index_text(doc: Page | StoredPage | Issue) -> str:
+    """A page's text under its title; an issue's Markdown, which opens with its key and summary."""
+    if isinstance(doc, Issue):
+        return doc.markdown
+    return f"# {doc.title}\n\n{doc.markdown}"
 
 
 def _digest(text: str) -> str:
@@ -50,11 +53,12 @@ class Manifest:
 async def sync_index(
     index: SemanticIndex,
     manifest: Manifest,
-    pages: Sequence[Page],
+    pages: Sequence[Page | Issue],
     on_progress: Callable[[int], None] | None = None,
 ) -> IndexSync:
-    """Index what changed in one ``upsert`` (the index batches it, and works ahead on the next
-    batch while it writes this one); the manifest follows each batch the index reports done."""
+    """Index what changed among ``pages`` (pages and issues) in one ``upsert`` (the index batches
+    it, and works ahead on the next batch while it writes this one); the manifest follows each
+    batch the index reports done."""
     held = manifest.load()
     indexed = await index.indexed_doc_ids()
     # A doc the manifest lists but the index lost (interrupted run), or one another extractor

@@ -15,6 +15,7 @@ from rich.console import Console
 
 from authz.client import OpenFGAClient
 from authz.gate import Gate
+from authz.prefilter import ACL_FILE, AclKeys
 from core.errors import NotFound
 from core.models import Principal
 from core.settings import JiraSettings, Settings
@@ -57,12 +58,17 @@ async def whole_hive(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[
         synced = synced_from(own, url)
         try:
             stack.up(synced, notify=lambda _: None)
+            index = FakeSemanticIndex()
             async with RawStore.for_settings(synced) as store:
                 report = await run_sync(
                     synced, ConfluenceRestSource(synced.confluence, synced.confluence.url or ""), store, Console(quiet=True),
-                    open_index=lambda _settings, _usage: FakeSemanticIndex(), jira=_jira(url),
+                    open_index=lambda _settings, _usage: index, jira=_jira(url),
                 )
             assert not report.failed and report.jira is not None and len(report.jira.added) == len(site.jira.issues)
+            # Issues go to the semantic index beside the pages, and the pre-filter keys hold them.
+            assert {f"issue:{key}" for key in site.jira.issues} <= await index.indexed_doc_ids()
+            keys = AclKeys.load(synced.index_dir / ACL_FILE).by_space["project:HIVE"]
+            assert keys["project:HIVE"] and {doc for docs in keys.values() for doc in docs} == {f"issue:{key}" for key in site.jira.issues}
             yield synced, site, url
         finally:
             stack.down(synced)

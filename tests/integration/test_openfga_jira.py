@@ -8,7 +8,7 @@ import pytest
 
 from authz.client import OpenFGAClient
 from authz.gate import Gate
-from authz.tuples import jira_tuples
+from authz.tuples import issue_anchors, jira_tuples
 from core.models import ASSIGNEE, REPORTER, Issue, JiraPermissions, Principal
 from core.settings import Settings
 from pipeline.sinks.openfga import sync_tuples
@@ -35,6 +35,8 @@ ISSUES = [
     issue("P-3", -1, "P-2", "10"),  # the story's sub-task
     issue("P-4", 0, "P-1", "11", reporter="bob", assignee="frank"),  # Internal: Developers, reporter, assignee
     issue("P-5", 0, "P-1"),  # an open story under the epic
+    issue("P-6", -1, "P-5"),  # its sub-task, with no level of its own
+    issue("P-7", -1, "P-4"),  # a sub-task of the Internal story, with no level of its own
 ]
 EVERYONE = ["alice", "bob", "erin", "frank", "carol"]
 
@@ -54,22 +56,33 @@ async def seen(client: OpenFGAClient) -> dict[str, set[str]]:
 
 async def test_browse_levels_and_sub_tasks(fga):
     assert await seen(fga) == {
-        "alice": {"project:P", "issue:P-1", "issue:P-2", "issue:P-3", "issue:P-4", "issue:P-5"},
-        "bob": {"project:P", "issue:P-1", "issue:P-4", "issue:P-5"},  # P-4 as its reporter
-        "erin": {"project:P", "issue:P-1", "issue:P-4", "issue:P-5"},  # browse and Internal through the role
+        "alice": {"project:P", *(f"issue:P-{n}" for n in range(1, 8))},
+        "bob": {"project:P", "issue:P-1", "issue:P-4", "issue:P-5", "issue:P-6", "issue:P-7"},  # P-4 as its reporter
+        "erin": {"project:P", "issue:P-1", "issue:P-4", "issue:P-5", "issue:P-6", "issue:P-7"},  # browse and Internal through the role
         "frank": set(),  # P-4's assignee, but no browse
         "carol": set(),
     }
 
 
 async def test_a_level_change_and_a_role_change_narrow_on_the_next_sync(fga):
-    changed = [*ISSUES[:4], issue("P-5", 0, "P-1", "10")]  # the open story moves to level Security
+    changed = [*ISSUES[:4], issue("P-5", 0, "P-1", "10"), *ISSUES[5:]]  # the open story moves to level Security
     fewer = PERMS.model_copy(update={"role_members": {**PERMS.role_members, "P.Developers": ("group:committers#member",)}})
     await sync_tuples(fga, jira_tuples("P", changed, fewer))
     try:
         after = await seen(fga)
         assert "issue:P-5" not in after["bob"] and "issue:P-5" in after["alice"]
+        assert "issue:P-6" not in after["bob"]  # the sub-task follows its story
         assert after["erin"] == set()  # no longer a developer: no browse, no Internal
         assert "issue:P-4" in after["bob"]  # still its reporter
     finally:
         await sync_tuples(fga, jira_tuples("P", ISSUES, PERMS))  # as the other tests expect it
+
+
+async def test_every_issue_is_visible_exactly_when_its_anchor_is(fga):
+    """The pre-filter's premise for issues, on the engine: one check per anchor answers every
+    issue behind it (the project for open issues, a sub-task's parent's anchor, a secured issue itself)."""
+    anchor_of = issue_anchors("P", ISSUES)
+    assert anchor_of["issue:P-5"] == anchor_of["issue:P-6"] == "project:P" and anchor_of["issue:P-7"] == "issue:P-4"
+    for user in EVERYONE:
+        visible = await Gate(fga, Principal(user=user)).visible([*anchor_of, *anchor_of.values()])
+        assert {i for i, anchor in anchor_of.items() if anchor in visible} == {i for i in anchor_of if i in visible}, user

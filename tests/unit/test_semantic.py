@@ -316,3 +316,38 @@ def test_the_keys_are_read_again_when_a_sync_rewrites_them(tmp_path):
     assert acl.current() == AclKeys.of({"space:S": {"page:1": "space:S"}})
     AclKeys.of({"space:S": {"page:1": "page:1", "page:2": "page:1"}}).save(tmp_path / "acl.json")
     assert acl.current().by_space == {"space:S": {"page:1": ("page:1", "page:2")}}
+
+
+async def test_issues_are_found_beside_pages_each_authorized_with_its_project(tmp_path):
+    from core.models import Issue, Project
+
+    from authz.tuples import issue_anchors
+
+    store = FakeNavigatorStore()
+    page = Page(page_id="1", space_key="S", title="Compaction", parent_id=None, position=0, url="u/1", markdown="Compaction of ACID tables.")
+    await store.sync_space(SPACE, [page])
+
+    def issue(key: str, security: str | None = None) -> Issue:
+        return Issue(
+            key=key, project_key="P", issue_type="Bug", hierarchy_level=0, summary=f"Compaction fails {key}", parent_key=None,
+            position=int(key[2:]), url=f"j/{key}", markdown=f"# {key}: Compaction fails\n\nCompaction of ACID tables fails.", security_level=security,
+        )
+
+    issues = [issue("P-1"), issue("P-2", "10")]
+    await store.sync_project(Project(key="P", name="Project", url="j"), issues)
+    index = FakeSemanticIndex()
+    await index.upsert([IndexDocument(page.id, page.markdown), *(IndexDocument(i.id, i.markdown) for i in issues)])
+    AclKeys.of({"space:S": {page.id: "space:S"}, "project:P": issue_anchors("P", issues)}).save(tmp_path / "acl.json")
+    semantic = SemanticRetriever(index, Navigator(store), candidates=40, acl=AclFile(tmp_path / "acl.json"))
+    gate = bob("page:1", "project:P", "issue:P-1")  # P-2 is on a level bob is not in
+
+    found = (await semantic.search(gate, "compaction of ACID tables")).hits
+    assert {(h.id, h.kind, h.space) for h in found} == {("page:1", "page", "space:S"), ("issue:P-1", "issue", "project:P")}
+    assert not [c for batch in gate.authorizer.calls[2:] for c in batch if c.object == "issue:P-2"]  # ranked out by the pre-filter
+    assert {h.id for h in (await semantic.search(gate, "compaction", kinds=["issue"])).hits} == {"issue:P-1"}
+    assert {h.id for h in (await semantic.search(gate, "compaction", projects=["P"])).hits} == {"issue:P-1"}
+    assert {h.id for h in (await semantic.search(gate, "compaction", spaces=["S"])).hits} == {"page:1"}
+    everyone = bob("page:1", "project:P", "issue:P-1", "issue:P-2")
+    assert {h.id for h in (await semantic.search(everyone, "compaction", kinds=["issue"])).hits} == {"issue:P-1", "issue:P-2"}
+    no_project = bob("page:1", "issue:P-1", "issue:P-2")  # the issue passes, its project does not
+    assert {h.id for h in (await semantic.search(no_project, "compaction")).hits} == {"page:1"}

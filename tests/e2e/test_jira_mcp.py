@@ -1,0 +1,120 @@
+"""Jira through Wayfinder's own MCP server, end to end: the Hive slice and the HIVE issues its pages
+cite, synced over REST from the emulator into real OpenFGA, Neo4j and LightRAG on a stack of this
+module's own, then asked over streamable HTTP with bearer tokens. Issues are searched and read
+like pages, and an issue on the Security level (the Committers role) exists only for alice."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from functools import partial
+from typing import Any
+
+import pytest
+from fastmcp import Client
+from fastmcp.exceptions import ToolError
+from rich.console import Console
+
+from core.settings import JiraSettings, Settings
+from devstack import stack
+from devstack.atlassian.hive import SYNC_LOGIN, TOKENS, seed_hive
+from devstack.atlassian.hive_jira import SECURITY_LEVEL, seed_hive_jira
+from devstack.atlassian.runner import serving as serving_site
+from devstack.atlassian.server import Emulator
+from devstack.atlassian.site import Site
+from devstack.leaks import synced_from
+from devstack.serving import serving
+from mcp_app.auth import StaticTokens, http_identity
+from mcp_app.server import create_server, open_services
+from pipeline.raw_store import RawStore
+from pipeline.sources.confluence_rest import ConfluenceRestSource
+from pipeline.sources.jira_rest import JiraRestSource
+from pipeline.sync import run_sync
+from tests.conftest import CORPUS, SLICE_ROOTS
+from tests.conftest import test_settings as settings_in
+
+BEARER = {user: f"jira-e2e-token-of-{user}".ljust(40, "x") for user in ("alice", "bob", "carol")}
+
+
+@pytest.fixture(scope="module")
+async def jira_mcp(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    own = settings_in(tmp_path_factory.mktemp("jira-mcp"))
+    own = own.model_copy(
+        update={
+            "openfga": own.openfga.model_copy(update={"http_port": 29580, "grpc_port": 29581, "store_name": "wayfinder-test-jira-mcp"}),
+            "neo4j": own.neo4j.model_copy(update={"bolt_port": 29887}),
+        }
+    )
+    site = Site()
+    await seed_hive(site, CORPUS, roots=SLICE_ROOTS)
+    await seed_hive_jira(site, CORPUS)
+    with serving_site(Emulator(site, secrets.token_urlsafe(32))) as url:
+        synced = synced_from(own, url)
+        try:
+            stack.up(synced, notify=lambda _: None)
+            jira = JiraRestSource(JiraSettings(cloud=False, username=SYNC_LOGIN, token=TOKENS[SYNC_LOGIN], page_size=100), url + "/jira")
+            async with RawStore.for_settings(synced) as store:
+                report = await run_sync(synced, ConfluenceRestSource(synced.confluence, synced.confluence.url or ""), store, Console(quiet=True), jira=jira)
+            assert not report.failed and report.jira is not None and len(report.jira.added) == len(site.jira.issues)
+            server = create_server(
+                partial(open_services, synced), http_identity, auth=StaticTokens({token: user for user, token in BEARER.items()}), observe=lambda *_: None
+            )
+            async with serving(server, synced.mcp.host, 0) as mcp_url:
+                yield mcp_url, site
+        finally:
+            stack.down(synced)
+
+
+async def call(url: str, user: str, tool: str, **args: Any) -> dict[str, Any] | str:
+    async with Client(url, auth=BEARER[user]) as client:
+        try:
+            return (await client.call_tool(tool, args)).structured_content
+        except ToolError as exc:
+            return str(exc)
+
+
+def issue_ids(value: Any) -> Iterator[str]:
+    if isinstance(value, str) and value.startswith("issue:"):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from issue_ids(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from issue_ids(item)
+
+
+def secured_and_open(site: Site) -> tuple[Any, Any]:
+    """A story on the Security level and one on no level, the first of each by key number."""
+    stories = sorted((i for i in site.jira.issues.values() if i.issue_type in ("Story", "Bug")), key=lambda i: int(i.key.partition("-")[2]))
+    return next(i for i in stories if i.security_level == SECURITY_LEVEL), next(i for i in stories if i.security_level is None)
+
+
+async def test_an_issue_is_found_by_search_and_read_by_fetch_like_a_page(jira_mcp):
+    url, site = jira_mcp
+    _, open_issue = secured_and_open(site)
+    found = await call(url, "bob", "search", query=open_issue.summary, kinds=["issue"], top_k=10)
+    assert isinstance(found, dict), found
+    hit = next(h for h in found["hits"] if h["id"] == f"issue:{open_issue.key}")
+    assert hit["kind"] == "issue" and hit["space"] == "project:HIVE" and all(h["kind"] == "issue" for h in found["hits"])
+    read = await call(url, "bob", "fetch", id=hit["id"])
+    assert read["markdown"].startswith(f"# {open_issue.key}: ") and read["breadcrumb"]  # under its epic
+    spaces = await call(url, "bob", "list_spaces")
+    assert [p["id"] for p in spaces["projects"]] == ["project:HIVE"] and [s["id"] for s in spaces["spaces"]] == ["space:HIVE"]
+    pages_only = await call(url, "bob", "search", query=open_issue.summary, spaces=["HIVE"], top_k=10)
+    assert not list(issue_ids([h["id"] for h in pages_only["hits"]]))  # a space filter keeps issues out
+
+
+async def test_a_secured_issue_exists_only_for_those_on_its_level(jira_mcp):
+    url, site = jira_mcp
+    secured, _ = secured_and_open(site)
+    target = f"issue:{secured.key}"
+    alice = await call(url, "alice", "search", query=secured.summary, top_k=10, response_format="detailed")
+    assert target in [h["id"] for h in alice["hits"]]  # the control: the issue is indexed and found
+    assert (await call(url, "alice", "fetch", id=target))["id"] == target
+    for user in ("bob", "carol"):
+        found = await call(url, user, "search", query=secured.summary, top_k=10, response_format="detailed")
+        assert target not in set(issue_ids(found)), user  # neither as a hit nor as an entity's evidence
+        hidden, missing = await call(url, user, "fetch", id=target), await call(url, user, "fetch", id="issue:HIVE-99999999")
+        assert hidden == missing and hidden.startswith("not_found:")
+        assert await call(url, user, "get_ancestors", id=target) == await call(url, user, "get_ancestors", id="issue:HIVE-99999999")
