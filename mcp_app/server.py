@@ -227,11 +227,12 @@ def create_server(
         id: Annotated[str, Field(max_length=200, description="A page or issue id, e.g. 'page:27362069'.")],
         ctx: Context,
         limit: Annotated[int, Field(ge=1, le=100, description="At most this many of each relation.")] = 20,
+        kinds: Annotated[list[Literal["page", "issue"]] | None, Field(max_length=2, description="Only relations reaching these kinds.")] = None,
     ) -> dict[str, Any]:
         """What a page or issue is connected with: links both ways, issues a page mentions, pages
         mentioning an issue."""
         async with request(ctx, "related") as (opened, gate, result):
-            found = await opened.navigator.related(gate, id, limit)
+            found = await opened.navigator.related(gate, id, limit, kinds)
             result.update({relation: [{"id": p.id, "title": p.title, "url": p.url} for p in pages] for relation, pages in found.items()})
         return result
 

@@ -40,6 +40,11 @@ _ISSUE_KEY = re.compile(r"[A-Z][A-Z0-9_]{0,63}-[0-9]{1,12}")
 # Linked pages read (and authorized) each way before the limit is applied, so hidden pages do not
 # take the places of visible ones.
 RELATED_ROWS = 500
+# Per kind of node: its relations, and the kind of node each reaches.
+RELATIONS = {
+    "page": {"links_to": "page", "linked_from": "page", "mentions": "issue"},
+    "issue": {"links_to": "issue", "linked_from": "issue", "mentioned_in": "page"},
+}
 
 
 @dataclass(frozen=True)
@@ -314,23 +319,26 @@ class Navigator:
         ]
         return Resolved(matches[0].id if len(matches) == 1 else None, candidates)
 
-    async def related(self, gate: Gate, node_id: str, limit: int) -> dict[str, list[ChildPage]]:
+    async def related(self, gate: Gate, node_id: str, limit: int, kinds: Sequence[str] | None = None) -> dict[str, list[ChildPage]]:
         """What a page or issue is connected with, up to ``limit`` of each relation: a page's
         links both ways and the issues it mentions; an issue's links both ways and the pages
-        mentioning it. The node, its space or project and every related one are authorized in one
-        batch; a related page or issue is shown only with its own space or project."""
+        mentioning it; only the relations reaching ``kinds`` ("page", "issue") when given. The
+        node, its space or project and every related one are authorized in one batch; a related
+        page or issue is shown only with its own space or project."""
         kind, _ = ids.parse(node_id)
         if kind not in NODES:
             raise InvalidArgument(f"related takes a page or issue id such as 'page:27362069', got {node_id!r}")
         if not isinstance(limit, int) or not 1 <= limit <= MAX_RELATED_LIMIT:
             raise InvalidArgument(f"limit must be between 1 and {MAX_RELATED_LIMIT}, got {limit!r}")
-        rows = await self._store.related(node_id, RELATED_ROWS)
+        if kinds is not None and (not kinds or not set(kinds) <= set(NODES)):
+            raise InvalidArgument(f"kinds takes one or both of {list(NODES)}, got {kinds!r}")
+        relations = [relation for relation, reached in RELATIONS[kind].items() if kinds is None or reached in kinds]
+        rows = [(relation, node) for relation, node in await self._store.related(node_id, RELATED_ROWS) if relation in relations]
         summaries = await self._store.summaries([node_id])
         others = [obj for _, node in rows for obj in (node.id, node.space_id)]
         if node_id not in await policy.pages_in_visible_spaces(gate, summaries, also=others if summaries else [node_id]):
             raise NotFound(node_id)
         shown = await gate.visible(others)
-        relations = ("links_to", "linked_from", "mentions") if kind == "page" else ("links_to", "linked_from", "mentioned_in")
         found: dict[str, list[ChildPage]] = {relation: [] for relation in relations}
         for relation, node in rows:
             if node.id in shown and node.space_id in shown and len(found[relation]) < limit:

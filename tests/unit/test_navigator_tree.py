@@ -182,6 +182,14 @@ async def test_related_issues_and_mentions_are_authorized_like_pages():
     assert [i.id for i in found["links_to"]] == ["issue:P-2"] and [p.id for p in found["mentioned_in"]] == ["page:1"]
     with pytest.raises(NotFound):
         await nav.related(gate, "issue:P-3", 10)
+    assert await nav.related(gate, "page:1", 10, kinds=["page"]) == {"links_to": [], "linked_from": []}
+    fresh = Gate(FakeAuthorizer([Check("user:bob", "viewer", o) for o in seen]), Principal(user="bob"))
+    only_pages = await nav.related(fresh, "issue:P-1", 10, kinds=["page"])
+    assert list(only_pages) == ["mentioned_in"] and [p.id for p in only_pages["mentioned_in"]] == ["page:1"]
+    assert "issue:P-2" not in {r.object for r in fresh.records}  # relations left out are not authorized either
+    for bad in ([], ["blog"]):
+        with pytest.raises(InvalidArgument):
+            await nav.related(gate, "page:1", 10, kinds=bad)
 
 
 async def test_an_issue_is_fetched_like_a_page_with_hidden_page_links_cut():
