@@ -11,8 +11,6 @@ from functools import partial
 from typing import Any
 
 import pytest
-from fastmcp import Client
-from fastmcp.exceptions import ToolError
 from rich.console import Console
 
 from core.settings import JiraSettings, Settings
@@ -32,6 +30,7 @@ from pipeline.sources.jira_rest import JiraRestSource
 from pipeline.sync import run_sync
 from tests.conftest import CORPUS, SLICE_ROOTS
 from tests.conftest import test_settings as settings_in
+from tests.e2e.mcp import call_with
 
 BEARER = {user: f"jira-e2e-token-of-{user}".ljust(40, "x") for user in ("alice", "bob", "carol")}
 
@@ -66,11 +65,7 @@ async def jira_mcp(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 async def call(url: str, user: str, tool: str, **args: Any) -> dict[str, Any] | str:
-    async with Client(url, auth=BEARER[user]) as client:
-        try:
-            return (await client.call_tool(tool, args)).structured_content
-        except ToolError as exc:
-            return str(exc)
+    return await call_with(url, BEARER[user], tool, **args)
 
 
 def issue_ids(value: Any) -> Iterator[str]:

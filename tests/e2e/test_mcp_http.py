@@ -13,7 +13,6 @@ from typing import Any
 import httpx
 import pytest
 from fastmcp import Client
-from fastmcp.exceptions import ToolError
 
 from authz.gate import Gate
 from core.settings import Settings
@@ -21,6 +20,7 @@ from devstack.serving import serving
 from mcp_app.auth import StaticTokens, http_identity
 from mcp_app.server import create_server, open_services
 from tests.conftest import HiveSlice
+from tests.e2e.mcp import call_with
 
 TOKENS = {user: f"e2e-token-of-{user}".ljust(40, "x") for user in ("alice", "bob", "carol")}
 DESIGN_DOCS = "27362075"
@@ -49,11 +49,7 @@ async def restricted(hive_slice: HiveSlice) -> set[str]:
 
 
 async def call(url: str, user: str, tool: str, **args: Any) -> dict[str, Any] | str:
-    async with Client(url, auth=TOKENS[user]) as client:
-        try:
-            return (await client.call_tool(tool, args)).structured_content
-        except ToolError as exc:
-            return str(exc)
+    return await call_with(url, TOKENS[user], tool, **args)
 
 
 def ids_in(value: Any) -> Iterator[str]:
