@@ -128,8 +128,11 @@ class Gate:
 
 
 def _well_formed(obj: str) -> bool:
-    """Only spaces, pages, projects and issues are OpenFGA objects; anything else (an image is
-    authorized through its page) is not visible by itself."""
+    """Only spaces, pages, projects, issues and (asked by the search pre-filter) security levels
+    are OpenFGA objects; anything else (an image is authorized through its page) is not visible by
+    itself."""
+    if obj.startswith("security_level:"):
+        return ids.is_name(obj.removeprefix("security_level:"))
     try:
         kind, _ = ids.parse(obj)
     except InvalidArgument:

@@ -193,21 +193,40 @@ def anchors(space_key: str, pages: Iterable[Page], permissions: Permissions) -> 
     return found
 
 
-def issue_anchors(project_key: str, issues: Iterable[Issue]) -> dict[str, str]:
-    """Issue id → the object whose ``viewer`` check answers the issue's own, as :func:`anchors`
-    does for pages: the project for an issue with no security level that stands on its own, its
-    parent's anchor for a sub-task with no level of its own, the issue itself otherwise."""
+def security_level_id(project_key: str, level: str) -> str:
+    """The OpenFGA object of one project's use of a security level. Jira resolves a level's role
+    members in the issue's own project, so two projects sharing a security scheme get a level
+    object each: a Committer of one project never passes the level in another."""
+    return f"security_level:{ids.group_id(f'{project_key}.{level}').removeprefix('group:')}"
+
+
+def issue_anchors(project_key: str, issues: Iterable[Issue], permissions: JiraPermissions) -> dict[str, str]:
+    """Issue id → the object whose ``viewer`` check answers the issue's own once its project is
+    visible, as :func:`anchors` does for pages: the project for an issue with no level, its level
+    for one whose level admits no reporter or assignee, a sub-task's parent's anchor when the
+    sub-task adds nothing to it, and the issue itself otherwise."""
     issues = list(issues)
     check_issue_tree(project_key, issues)
     by_key = {issue.key: issue for issue in issues}
     project = ids.project_id(project_key)
 
+    def own(issue: Issue) -> str | None:
+        """What its security level alone asks: nothing, its level object, or the issue itself."""
+        if issue.security_level is None:
+            return None
+        members = permissions.level_members.get(issue.security_level, ())
+        if REPORTER in members or ASSIGNEE in members:
+            return issue.id  # its reporter or assignee may pass: per issue
+        return security_level_id(project_key, issue.security_level)
+
     def anchor(issue: Issue) -> str:
-        if issue.security_level is not None:
-            return issue.id
-        if issue.subtask:
-            return anchor(by_key[issue.parent_key or ""])  # a parent is never a sub-task
-        return project
+        level = own(issue)
+        if not issue.subtask:
+            return level or project
+        parent = anchor(by_key[issue.parent_key or ""])  # a parent is never a sub-task
+        if level is None:
+            return parent
+        return level if parent in (project, level) else issue.id
 
     return {issue.id: anchor(issue) for issue in issues}
 
@@ -264,7 +283,7 @@ def issue_tuples(issue: Issue, permissions: JiraPermissions) -> set[RelationTupl
     if level is None:
         tuples.add(RelationTuple(EVERYONE, "unsecured", me))
         return tuples
-    level_object = f"security_level:{ids.group_id(level).removeprefix('group:')}"
+    level_object = security_level_id(issue.project_key, level)
     tuples.add(RelationTuple(level_object, "security", me))
     members = permissions.level_members.get(level, ())
     for member in members:

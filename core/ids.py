@@ -61,6 +61,11 @@ def user_id(name: str) -> str:
     return f"user:{_valid(_NAME, name, 'user id')}"
 
 
+def is_name(raw: str) -> bool:
+    """Is ``raw`` spelled as a user, group, agent or task name may be?"""
+    return len(raw) <= MAX_ID_CHARS and _NAME.fullmatch(raw) is not None
+
+
 def group_id(name: str) -> str:
     return f"group:{_valid(_NAME, name, 'group id')}"
 

@@ -79,7 +79,7 @@ async def run_sinks(
     settings.index_dir.mkdir(parents=True, exist_ok=True)
     AclKeys.of(
         {ids.space_id(s.key): anchors(s.key, pages_by_space[s.key], permissions) for s in spaces}
-        | {project.id: issue_anchors(project.key, issues) for project, issues, _ in jira}
+        | {project.id: issue_anchors(project.key, issues, project_permissions) for project, issues, project_permissions in jira}
     ).save(settings.index_dir / ACL_FILE)
     if not content:
         return IndexReport(len(spaces), len(all_pages), tuples, None, 0.0, time.monotonic() - started)

@@ -81,8 +81,27 @@ async def test_a_level_change_and_a_role_change_narrow_on_the_next_sync(fga):
 async def test_every_issue_is_visible_exactly_when_its_anchor_is(fga):
     """The pre-filter's premise for issues, on the engine: one check per anchor answers every
     issue behind it (the project for open issues, a sub-task's parent's anchor, a secured issue itself)."""
-    anchor_of = issue_anchors("P", ISSUES)
+    anchor_of = issue_anchors("P", ISSUES, PERMS)
     assert anchor_of["issue:P-5"] == anchor_of["issue:P-6"] == "project:P" and anchor_of["issue:P-7"] == "issue:P-4"
+    assert anchor_of["issue:P-2"] == anchor_of["issue:P-3"] == "security_level:P.10"  # Security admits no reporter
     for user in EVERYONE:
-        visible = await Gate(fga, Principal(user=user)).visible([*anchor_of, *anchor_of.values()])
-        assert {i for i, anchor in anchor_of.items() if anchor in visible} == {i for i in anchor_of if i in visible}, user
+        visible = await Gate(fga, Principal(user=user)).visible(["project:P", *anchor_of, *anchor_of.values()])
+        # The pre-filter asks about anchors only inside a project the user may browse.
+        behind = {i for i, anchor in anchor_of.items() if anchor in visible and "project:P" in visible}
+        assert behind == {i for i in anchor_of if i in visible}, user
+
+
+async def test_a_level_shared_with_another_project_admits_only_this_projects_role(fga):
+    """Project Q uses the same Security level (10) for its own Committers; quinn, a Committer of
+    Q who browses P, must not pass P's Security level."""
+    q_perms = JiraPermissions(
+        project_browsers={"Q": ("user:quinn",)}, role_members={"Q.Committers": ("user:quinn",)},
+        level_members={"10": ("project_role:Q.Committers#member",)}, group_members={"users": ("user:quinn",)},
+    )
+    q_issue = Issue(key="Q-1", project_key="Q", issue_type="Story", hierarchy_level=0, summary="Q-1", parent_key=None, position=0, url="u", markdown="", security_level="10")
+    await sync_tuples(fga, jira_tuples("P", ISSUES, PERMS) | jira_tuples("Q", [q_issue], q_perms))
+    try:
+        seen_by_quinn = await Gate(fga, Principal(user="quinn")).visible(["project:P", "issue:P-1", "issue:P-2", "issue:Q-1"])
+        assert seen_by_quinn == {"project:P", "issue:P-1", "issue:Q-1"}  # browse P, Security only in Q
+    finally:
+        await sync_tuples(fga, jira_tuples("P", ISSUES, PERMS))

@@ -59,11 +59,18 @@ async def test_require_raises_not_found_for_denied_objects():
     assert str(denied.value) == "page:2"
 
 
-@pytest.mark.parametrize("bad", ["page:1\n", "page:", "page:1#member", "user:*", "page:" + "1" * 300, "space:a b"])
+@pytest.mark.parametrize(
+    "bad", ["page:1\n", "page:", "page:1#member", "user:*", "page:" + "1" * 300, "space:a b", "security_level:a b", "security_level:"]
+)
 async def test_malformed_ids_are_never_sent_and_never_visible(bad):
     gate = gate_with("page:1")
     assert await gate.visible([bad, "page:1"]) == {"page:1"}
     assert [c.object for batch in gate.authorizer.calls for c in batch] == ["page:1"]
+
+
+async def test_a_security_level_is_asked_like_any_object():
+    gate = gate_with("security_level:P.10")
+    assert await gate.visible(["security_level:P.10", "security_level:P.11"]) == {"security_level:P.10"}
 
 
 async def test_unavailable_authorizer_fails_closed():

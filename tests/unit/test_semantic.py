@@ -319,7 +319,7 @@ def test_the_keys_are_read_again_when_a_sync_rewrites_them(tmp_path):
 
 
 async def test_issues_are_found_beside_pages_each_authorized_with_its_project(tmp_path):
-    from core.models import Issue, Project
+    from core.models import Issue, JiraPermissions, Project
 
     from authz.tuples import issue_anchors
 
@@ -337,7 +337,8 @@ async def test_issues_are_found_beside_pages_each_authorized_with_its_project(tm
     await store.sync_project(Project(key="P", name="Project", url="j"), issues)
     index = FakeSemanticIndex()
     await index.upsert([IndexDocument(page.id, page.markdown), *(IndexDocument(i.id, i.markdown) for i in issues)])
-    AclKeys.of({"space:S": {page.id: "space:S"}, "project:P": issue_anchors("P", issues)}).save(tmp_path / "acl.json")
+    levels = JiraPermissions(project_browsers={}, role_members={}, level_members={"10": ("group:leads#member",)})
+    AclKeys.of({"space:S": {page.id: "space:S"}, "project:P": issue_anchors("P", issues, levels)}).save(tmp_path / "acl.json")
     semantic = SemanticRetriever(index, Navigator(store), candidates=40, acl=AclFile(tmp_path / "acl.json"))
     gate = bob("page:1", "project:P", "issue:P-1")  # P-2 is on a level bob is not in
 
@@ -347,7 +348,7 @@ async def test_issues_are_found_beside_pages_each_authorized_with_its_project(tm
     assert {h.id for h in (await semantic.search(gate, "compaction", kinds=["issue"])).hits} == {"issue:P-1"}
     assert {h.id for h in (await semantic.search(gate, "compaction", projects=["P"])).hits} == {"issue:P-1"}
     assert {h.id for h in (await semantic.search(gate, "compaction", spaces=["S"])).hits} == {"page:1"}
-    everyone = bob("page:1", "project:P", "issue:P-1", "issue:P-2")
+    everyone = bob("page:1", "project:P", "issue:P-1", "issue:P-2", "security_level:P.10")  # a member of P-2's level
     assert {h.id for h in (await semantic.search(everyone, "compaction", kinds=["issue"])).hits} == {"issue:P-1", "issue:P-2"}
     no_project = bob("page:1", "issue:P-1", "issue:P-2")  # the issue passes, its project does not
     assert {h.id for h in (await semantic.search(no_project, "compaction")).hits} == {"page:1"}

@@ -4,7 +4,7 @@ import pytest
 
 from authz.base import Condition
 from authz.base import RelationTuple as T
-from authz.tuples import anchors, confluence_tuples, grant_tuple, guards, holds_live_grant, jira_tuples, page_tuples
+from authz.tuples import anchors, confluence_tuples, grant_tuple, guards, holds_live_grant, issue_anchors, jira_tuples, page_tuples
 from core.errors import InvalidArgument, SourceError
 from core.models import REPORTER, Issue, JiraPermissions, Page, Permissions, Principal
 from devstack.atlassian.export import synthetic_hive_permissions
@@ -168,9 +168,35 @@ def test_issue_tuples_follow_the_parent_for_sub_tasks_only_and_admit_the_reporte
     assert {t.object for t in tuples if t.relation == "own_visibility"} == {"issue:P-1", "issue:P-2"}
     assert T("user:bob", "reporter", "issue:P-2") in tuples and T("user:*", "level_admits_reporter", "issue:P-2") in tuples
     assert not any(t.relation in ("assignee", "level_admits_assignee") for t in tuples)  # level 7 does not admit assignees
-    assert T("group:g#member", "member", "security_level:7") in tuples and T("user:*", "unsecured", "issue:P-1") in tuples
+    assert T("group:g#member", "member", "security_level:P.7") in tuples and T("user:*", "unsecured", "issue:P-1") in tuples
+    assert T("security_level:P.7", "security", "issue:P-3") in tuples  # the sub-task carries its parent's level
     assert T("user:erin", "member", "project_role:P.Dev") in tuples and not any("Q.Dev" in t.object for t in tuples)
     assert T("project_role:P.Dev#member", "viewer", "project:P") in tuples
+
+
+def test_a_level_shared_by_two_projects_is_one_object_per_project():
+    """Jira resolves a level's role members in the issue's project: the same level id in another
+    project is another object, so its members never pass the level here."""
+    other = jira_tuples("Q", [_issue("Q-1", 0, project="Q", security_level="7")], JIRA)
+    assert T("security_level:Q.7", "security", "issue:Q-1") in other
+    assert not {t for t in other if t.object == "security_level:P.7"}
+
+
+def test_issue_anchors_are_the_project_the_level_or_the_issue():
+    issues = [
+        _issue("P-1", 0),  # open: its project
+        _issue("P-2", 0, security_level="8"),  # a level of members only: the level
+        _issue("P-3", -1, "P-2", security_level="8"),  # its sub-task on the same level: the level
+        _issue("P-4", -1, "P-1"),  # an open sub-task of an open story: the project
+        _issue("P-5", 0, security_level="7", reporter="bob"),  # a level that admits the reporter: the issue
+        _issue("P-6", -1, "P-5", security_level="7"),  # under it: the sub-task itself
+        _issue("P-7", -1, "P-1", security_level="8"),  # a level under an open story: the level
+    ]
+    perms = JIRA.model_copy(update={"level_members": {**JIRA.level_members, "8": ("group:g#member",)}})
+    assert issue_anchors("P", issues, perms) == {
+        "issue:P-1": "project:P", "issue:P-2": "security_level:P.8", "issue:P-3": "security_level:P.8", "issue:P-4": "project:P",
+        "issue:P-5": "issue:P-5", "issue:P-6": "issue:P-6", "issue:P-7": "security_level:P.8",
+    }
 
 
 @pytest.mark.parametrize(
