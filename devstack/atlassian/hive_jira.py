@@ -6,7 +6,9 @@ README's data notes say so:
 
 * **Summary and description** come from the wiki sentences that mention the key (the first
   sentence, prefixed with its section heading, is the summary; the description quotes up to three
-  mentions and links back to their pages; mentions on further pages are comments).
+  mentions and links back to their pages; mentions on further pages are comments). An issue
+  repeats only sentences everyone who may read it may read on the wiki too: a design document's
+  only in an issue on *Security*, the page restricted to bob's in none.
 * **Epics**: one per wiki tree (the root page of the page that mentions the key most), keys
   ``HIVE-90001`` onwards, so they never collide with a real key. Every issue sits under one.
 * **Sub-tasks**: for pages that list numbered steps, a story ``Steps of <page>`` (keys from
@@ -106,19 +108,21 @@ async def seed_hive_jira(site: Site, corpus_dir: Path) -> None:
         )
     for key in sorted(planned, key=lambda k: int(k.partition("-")[2])):
         plan = planned[key]
-        first = plan.mentions[0]
-        text = " ".join(m.sentence for m in plan.mentions)
         root = roots[home[key]]
-        quoted = plan.mentions[:MAX_QUOTED]
+        # Only sentences everyone who may read the issue may read on the wiki, too.
+        usable = [m for m in plan.mentions if _quotable(site, m.page_id, _level(root))]
+        text = " ".join(m.sentence for m in usable)
+        quoted = usable[:MAX_QUOTED]
         description = "\n\n".join(f"From [{site.pages[m.page_id].title}|{page_url(m.page_id)}], section {m.heading or 'top'}:\n{{quote}}{m.sentence}{{quote}}" for m in quoted)
+        summary = _summary(usable[0]) if usable else f"{key}, cited on a page with restricted access"
         issue = jira.create_issue(
-            PROJECT_KEY, "Bug" if _BUG.search(text) else "Story", _summary(first), key=key, parent_key=epics[root],
+            PROJECT_KEY, "Bug" if _BUG.search(text) else "Story", summary, key=key, parent_key=epics[root],
             by=account_id(_pick(key, "reporter")), assignee=account_id(_pick(key, "assignee")), at=_when(key, "created"),
             description=description, labels=[slug(site.pages[root].title)], security_level=_level(root), status=_status(key),
         )
-        later_pages = list(dict.fromkeys(m.page_id for m in plan.mentions[MAX_QUOTED:] if m.page_id not in {q.page_id for q in quoted}))
+        later_pages = list(dict.fromkeys(m.page_id for m in usable[MAX_QUOTED:] if m.page_id not in {q.page_id for q in quoted}))
         for number, page_id in enumerate(later_pages[:MAX_COMMENTS]):
-            mention = next(m for m in plan.mentions if m.page_id == page_id)
+            mention = next(m for m in usable if m.page_id == page_id)
             jira.add_comment(key, f"Also cited in [{site.pages[page_id].title}|{page_url(page_id)}]: {mention.sentence}", by=account_id(_pick(key, f"c{number}")), at=issue.created + timedelta(days=number + 1))
         issue.updated = max(issue.updated, _when(key, "updated"))
     _steps(site, pages, roots, epics)
@@ -162,7 +166,7 @@ def _steps(site: Site, pages: dict, roots: dict[str, str], epics: dict[str, str]
     number = FIRST_STEPS
     chosen = 0
     for page_id in sorted(pages, key=int):
-        if chosen == MAX_STEP_PAGES or roots[page_id] not in epics:
+        if chosen == MAX_STEP_PAGES or roots[page_id] not in epics or not _quotable(site, page_id, _level(roots[page_id])):
             continue
         steps = [_LINK.sub(r"\1", found[2]).strip() for found in map(_STEP.match, pages[page_id].markdown.splitlines()) if found]
         if len(steps) < 4:
@@ -199,6 +203,14 @@ def _root(site: Site, page_id: str) -> str:
     page = site.pages[page_id]
     ancestors = site.ancestors(page)
     return ancestors[0].id if ancestors else page.id
+
+
+def _quotable(site: Site, page_id: str, level: str | None) -> bool:
+    """May an issue on ``level`` repeat this page's text? Only when everyone who may read the issue
+    may read the page: it is open, or closed to the committers alone and the issue is on Security."""
+    page = site.pages[page_id]
+    closed = [p for p in (page, *site.ancestors(page)) if p.read_users or p.read_groups]
+    return all(level == SECURITY_LEVEL and not p.read_users and p.read_groups == {"hive-committers"} for p in closed)
 
 
 def _level(root: str) -> str | None:

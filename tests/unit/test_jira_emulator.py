@@ -171,3 +171,22 @@ async def test_changes_through_the_admin_api_and_what_moves_updated(site):
     assert len(gone) > 1 and all(raw(site.url, SYNC_LOGIN, f"/rest/api/2/issue/{key}").status_code == 404 for key in gone)
     response = requests.post(f"{site.url}/_emulator/jira/issues/HIVE-3056/move", json={"parent": "HIVE-3443"}, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=10)
     assert response.status_code == 400 and "cannot sit under" in response.json()["error"]
+
+
+async def test_an_issue_repeats_no_wiki_text_its_readers_may_not_read(site):
+    """The seed quotes a restricted page only in issues no wider than the page: design documents
+    only on Security, the page restricted to bob nowhere."""
+    from devstack.atlassian.hive import DESIGN_DOCS_PAGE, SINGLE_USER_PAGE
+    from devstack.atlassian.export import page_url
+
+    state = site.emulator.site
+    design = {DESIGN_DOCS_PAGE, *(p.id for p in state.descendants(DESIGN_DOCS_PAGE))}
+    quoted_design = 0
+    for issue in state.jira.issues.values():
+        text = " ".join([issue.description, *(c.body for c in issue.comments)])
+        assert page_url(SINGLE_USER_PAGE) not in text, issue.key
+        cited = {page for page in design if page_url(page) + "]" in text}
+        if issue.security_level != SECURITY_LEVEL:
+            assert not cited, issue.key
+        quoted_design += bool(cited)
+    assert quoted_design > 20  # the control: Security issues do quote the design documents
