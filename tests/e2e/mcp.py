@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from fastmcp import Client
@@ -15,3 +16,15 @@ async def call_with(url: str, token: str, tool: str, **args: Any) -> dict[str, A
             return (await client.call_tool(tool, args)).structured_content
         except ToolError as exc:
             return str(exc)
+
+
+def strings_in(value: Any) -> Iterator[str]:
+    """Every string in a tool's result, however deep."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from strings_in(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from strings_in(item)

@@ -30,7 +30,7 @@ from pipeline.sources.jira_rest import JiraRestSource
 from pipeline.sync import run_sync
 from tests.conftest import CORPUS, SLICE_ROOTS
 from tests.conftest import test_settings as settings_in
-from tests.e2e.mcp import call_with
+from tests.e2e.mcp import call_with, strings_in
 
 BEARER = {user: f"jira-e2e-token-of-{user}".ljust(40, "x") for user in ("alice", "bob", "carol")}
 
@@ -69,14 +69,7 @@ async def call(url: str, user: str, tool: str, **args: Any) -> dict[str, Any] | 
 
 
 def issue_ids(value: Any) -> Iterator[str]:
-    if isinstance(value, str) and value.startswith("issue:"):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from issue_ids(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from issue_ids(item)
+    return (found for found in strings_in(value) if found.startswith("issue:"))
 
 
 def secured_and_open(site: Site) -> tuple[Any, Any]:

@@ -20,7 +20,7 @@ from devstack.serving import serving
 from mcp_app.auth import StaticTokens, http_identity
 from mcp_app.server import create_server, open_services
 from tests.conftest import HiveSlice
-from tests.e2e.mcp import call_with
+from tests.e2e.mcp import call_with, strings_in
 
 TOKENS = {user: f"e2e-token-of-{user}".ljust(40, "x") for user in ("alice", "bob", "carol")}
 DESIGN_DOCS = "27362075"
@@ -53,15 +53,7 @@ async def call(url: str, user: str, tool: str, **args: Any) -> dict[str, Any] | 
 
 
 def ids_in(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        if TYPED_ID.match(value):
-            yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from ids_in(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from ids_in(item)
+    return (found for found in strings_in(value) if TYPED_ID.match(found))
 
 
 async def walk_tree(url: str, user: str) -> set[str]:
