@@ -48,6 +48,13 @@ MAX_GRAPH_HITS = {"concise": 5, "detailed": 15}
 # Entities/relations backed by more documents than this are left out: each supporting document
 # must be authorized (A4), and a hub entity ("Hive") would cost hundreds of checks per search.
 MAX_EVIDENCE_DOCS = 20
+# Documents authorized for the graph channels' evidence, and for the second hop's, per search at
+# most: every one is an OpenFGA check, and an issue quoting a page doubles an entity's evidence.
+# The best items (and the most specific bridges) are kept within it; the rest are left out,
+# never shown. Neither binds on the dev sets (`wayfinder eval`: the same figures with and without
+# them; 60 and 40 cost Hive all-hops@5 0.933 -> 0.867).
+GRAPH_EVIDENCE_BUDGET = 120
+BRIDGE_EVIDENCE_BUDGET = 80
 # Similarity floors, measured on the Hive index with the offline embedder. Nonsense tokens (the
 # shape of the leak suite's canaries) reach 0.41 on chunks (one chunk of DeveloperGuide, as
 # converted from storage format, is every nonsense word's nearest neighbour: 0.33-0.41 over 120
@@ -226,6 +233,7 @@ class SemanticRetriever:
             and len(e.doc_ids & chunk_of.keys()) >= 2
             and (within is None or e.doc_ids <= within)
         ]
+        entities = _within_budget(sorted(entities, key=lambda e: (len(e.doc_ids), e.name)), set(visible), BRIDGE_EVIDENCE_BUDGET)
         outside = sorted({d for e in entities for d in e.doc_ids} - set(visible))
         known = set(visible)
         if outside:
@@ -304,7 +312,22 @@ def _relevant_candidates(raw: RawResults, query: str) -> tuple[list[ChunkHit], l
         if len(g.doc_ids) <= MAX_EVIDENCE_DOCS
         and _relevant(g.score, g.name, terms, MIN_GRAPH_SIMILARITY, MIN_GRAPH_SIMILARITY_WITHOUT_TERMS)
     ]
-    return chunks, graph
+    chunk_docs = {c.doc_id for c in [*chunks, *raw.lexical]}
+    kept = _within_budget(sorted(graph, key=lambda g: -g.score), chunk_docs, GRAPH_EVIDENCE_BUDGET)
+    return chunks, [g for g in graph if g in kept]
+
+
+def _within_budget(items: Sequence[GraphHit], free: AbstractSet[str], budget: int) -> list[GraphHit]:
+    """The leading ``items`` whose documents, beyond those in ``free`` (authorized anyway), number
+    at most ``budget`` together; an item that would overrun it is skipped."""
+    taken: set[str] = set()
+    kept = []
+    for item in items:
+        extra = item.doc_ids - free - taken
+        if len(taken) + len(extra) <= budget:
+            taken |= extra
+            kept.append(item)
+    return kept
 
 
 def _hit(summary: PageSummary, ranked: _Ranked, snippet: str) -> SearchHit:

@@ -352,3 +352,29 @@ async def test_issues_are_found_beside_pages_each_authorized_with_its_project(tm
     assert {h.id for h in (await semantic.search(everyone, "compaction", kinds=["issue"])).hits} == {"issue:P-1", "issue:P-2"}
     no_project = bob("page:1", "issue:P-1", "issue:P-2")  # the issue passes, its project does not
     assert {h.id for h in (await semantic.search(no_project, "compaction")).hits} == {"page:1"}
+
+
+async def test_graph_evidence_is_authorized_within_a_budget_best_items_first(monkeypatch):
+    """Thirty entities, each on four documents of its own: only the best ones whose evidence fits
+    the budget are kept, and no document beyond it is ever checked."""
+    from retrievers.base import ChunkHit, GraphHit, RawResults
+
+    monkeypatch.setattr("retrievers.semantic.GRAPH_EVIDENCE_BUDGET", 10)
+
+    class Many(Scored):
+        async def query(self, text, top_k, within=None):
+            hits = [
+                GraphHit("entity", f"Metastore part {n}", "", frozenset({"page:1", *(f"page:{100 + 4 * n + k}" for k in range(4))}), n, (), 0.9 - n / 100)
+                for n in range(30)
+            ]
+            return RawResults(chunks=self._chunks, entities=hits, relations=[])
+
+    store = FakeNavigatorStore()
+    pages = [Page(page_id=str(n), space_key="S", title=f"T{n}", parent_id=None, position=n, url="u", markdown="") for n in [1, *range(100, 220)]]
+    await store.sync_space(SPACE, pages)
+    gate = bob(*(p.id for p in pages))
+    result = await SemanticRetriever(Many([ChunkHit("c1", "page:1", "The metastore", 1, 0.5)]), Navigator(store), candidates=10).search(
+        gate, "metastore part", response_format="detailed"
+    )
+    assert [e.name for e in result.entities] == ["Metastore part 0", "Metastore part 1"]  # 4 + 4 documents; a third would make 12
+    assert len({r.object for r in gate.records if r.object.startswith("page:") and r.object != "page:1"}) <= 10
