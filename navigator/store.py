@@ -88,6 +88,11 @@ class Neo4jStore:
         async with self._translated() as driver:
             await driver.execute_query(query, params, database_=self._settings.database)
 
+    async def _write_batches(self, query: str, name: str, rows: Sequence[dict[str, Any]], size: int = WRITE_BATCH) -> None:
+        """``query`` once per ``size`` rows, the rows passed as parameter ``name``."""
+        for start in range(0, len(rows), size):
+            await self._write(query, **{name: rows[start : start + size]})
+
     async def ensure_schema(self) -> None:
         for statement in cypher.SCHEMA:
             await self._write(statement)
@@ -120,10 +125,8 @@ class Neo4jStore:
         changed = [row for row in rows if held.get(row["id"]) != row["digest"]]  # parents first, as given
         written = {row["id"] for row in changed}
         relinked = [row for row in rows if row["id"] in written or written.intersection(row["links"])]
-        for start in range(0, len(changed), WRITE_BATCH):
-            await self._write(cypher.MERGE_PAGES, pages=changed[start : start + WRITE_BATCH])
-        for start in range(0, len(relinked), WRITE_BATCH):  # every page of the space exists by now
-            await self._write(cypher.SET_LINKS, pages=relinked[start : start + WRITE_BATCH])
+        await self._write_batches(cypher.MERGE_PAGES, "pages", changed)
+        await self._write_batches(cypher.SET_LINKS, "pages", relinked)  # every page of the space exists by now
         await self._write(cypher.PRUNE_PAGES, space_id=space.id, keep=[row["id"] for row in rows])
         return len(changed)
 
@@ -157,12 +160,10 @@ class Neo4jStore:
             row["digest"] = hashlib.sha256(json.dumps(row, sort_keys=True).encode()).hexdigest()
         held = {record["id"]: record["digest"] for record in await self._read(cypher.ISSUE_DIGESTS, project_id=project.id)}
         changed = [row for row in rows if held.get(row["id"]) != row["digest"]]
-        for start in range(0, len(changed), WRITE_BATCH):
-            await self._write(cypher.MERGE_ISSUES, issues=changed[start : start + WRITE_BATCH])
+        await self._write_batches(cypher.MERGE_ISSUES, "issues", changed)
         written = {row["id"] for row in changed}
         relinked = [row for row in rows if row["id"] in written or written.intersection(row["links"])]
-        for start in range(0, len(relinked), WRITE_BATCH):  # every issue of the project exists by now
-            await self._write(cypher.SET_ISSUE_LINKS, issues=relinked[start : start + WRITE_BATCH])
+        await self._write_batches(cypher.SET_ISSUE_LINKS, "issues", relinked)  # every issue of the project exists by now
         await self._write(cypher.PRUNE_ISSUES, project_id=project.id, keep=[row["id"] for row in rows])
         return len(changed)
 
@@ -172,8 +173,7 @@ class Neo4jStore:
         held = {row["id"]: sorted(row["issues"]) for row in await self._read(cypher.MENTIONS, space_id=space.id)}
         pages = set(held) | set(mentions)
         changed = [{"id": page, "issues": sorted(mentions.get(page, ()))} for page in sorted(pages) if held.get(page, []) != sorted(mentions.get(page, ()))]
-        for start in range(0, len(changed), WRITE_BATCH):
-            await self._write(cypher.SET_MENTIONS, pages=changed[start : start + WRITE_BATCH])
+        await self._write_batches(cypher.SET_MENTIONS, "pages", changed)
         return len(changed)
 
     async def projects(self) -> list[Project]:
@@ -198,8 +198,7 @@ class Neo4jStore:
             for image in images
             if held.get(image.id) != (image.sha256, image.alt_text, image.page_id)
         ]
-        for start in range(0, len(rows), IMAGE_BATCH):
-            await self._write(cypher.MERGE_IMAGES, images=rows[start : start + IMAGE_BATCH])
+        await self._write_batches(cypher.MERGE_IMAGES, "images", rows, IMAGE_BATCH)
         await self._write(cypher.PRUNE_IMAGES, space_id=space.id, keep=[image.id for image in images])
 
     async def image(self, image_id: str) -> Image | None:
