@@ -23,7 +23,7 @@ from rich.console import Console
 from core.models import Issue, JiraPermissions, Project
 from core.settings import Settings
 from pipeline.issues import placed_issues
-from pipeline.raw_store import RawStore, StoredIssue
+from pipeline.raw_store import Changes, RawStore, StoredIssue
 from pipeline.sources.jira_rest import JiraRestSource
 from pipeline.transform.jira import issue_markdown
 
@@ -31,20 +31,9 @@ MAX_CONVERTERS = 2  # worker processes converting issue texts
 
 
 @dataclass
-class JiraReport:
-    added: list[str] = field(default_factory=list)
-    changed: list[str] = field(default_factory=list)
-    moved: list[str] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
-    permission_only: list[str] = field(default_factory=list)
+class JiraReport(Changes):
     converted: int = 0
     newest: dict[str, datetime] = field(default_factory=dict)  # project → newest ``updated`` seen
-
-    def summary(self) -> str:
-        return (
-            f"{len(self.added)} added, {len(self.changed)} changed, {len(self.moved)} moved, {len(self.deleted)} deleted, "
-            f"{len(self.permission_only)} permission-only"
-        )
 
 
 async def reconcile_projects(settings: Settings, source: JiraRestSource, store: RawStore, report: JiraReport, console: Console) -> dict[str, list[str]]:

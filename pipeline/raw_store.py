@@ -228,6 +228,23 @@ class StoredAttachment:
 
 
 @dataclass
+class Changes:
+    """What a sync changed, by page id or issue key: the counts Confluence and Jira both report."""
+
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    moved: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    permission_only: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return (
+            f"{len(self.added)} added, {len(self.changed)} changed, {len(self.moved)} moved, {len(self.deleted)} deleted, "
+            f"{len(self.permission_only)} permission-only"
+        )
+
+
+@dataclass
 class Reconciled:
     """What a listing of a space changed in the store."""
 

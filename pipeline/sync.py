@@ -35,7 +35,7 @@ from core.providers.base import AltTextWriter, ImageContext, Usage
 from core.settings import Settings
 from pipeline.alt_text import alt_text_writer, cache_key
 from pipeline.jira_sync import JiraReport, collect_issues, convert_issues, for_sinks, reconcile_projects
-from pipeline.raw_store import RawStore, StoredAttachment, StoredPage
+from pipeline.raw_store import Changes, RawStore, StoredAttachment, StoredPage
 from pipeline.runner import IndexReport, run_sinks
 from pipeline.sources.confluence_rest import ConfluenceRestSource, RemoteAttachment, RemoteSpace
 from pipeline.sources.jira_rest import JiraRestSource
@@ -46,12 +46,7 @@ log = logging.getLogger("wayfinder.sync")
 
 
 @dataclass
-class SyncReport:
-    added: list[str] = field(default_factory=list)
-    changed: list[str] = field(default_factory=list)
-    moved: list[str] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
-    permission_only: list[str] = field(default_factory=list)
+class SyncReport(Changes):
     failed: dict[str, str] = field(default_factory=dict)  # page id → why it could not be converted
     converted: int = 0
     alt_text_calls: int = 0
@@ -62,10 +57,7 @@ class SyncReport:
     jira: JiraReport | None = None  # when Jira was synced too
 
     def summary(self) -> str:
-        return (
-            f"{len(self.added)} added, {len(self.changed)} changed, {len(self.moved)} moved, {len(self.deleted)} deleted, "
-            f"{len(self.permission_only)} permission-only, {len(self.failed)} failed"
-        )
+        return f"{super().summary()}, {len(self.failed)} failed"
 
 
 async def run_sync(
