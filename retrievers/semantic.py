@@ -51,7 +51,9 @@ MAX_EVIDENCE_DOCS = 20
 # Documents authorized for the graph channels' evidence, and for the second hop's, per search at
 # most: every one is an OpenFGA check, and an issue quoting a page doubles an entity's evidence.
 # The best items (and the most specific bridges) are kept within it; the rest are left out,
-# never shown. Neither binds on the dev sets (`wayfinder eval`: the same figures with and without
+# never shown. Items reach it already narrowed to the pre-filter's documents, so, as with the
+# candidate cap, only keys older than the permissions let a hidden document take any of it.
+# Neither binds on the dev sets (`wayfinder eval`: the same figures with and without
 # them; 60 and 40 cost Hive all-hops@5 0.933 -> 0.867).
 GRAPH_EVIDENCE_BUDGET = 120
 BRIDGE_EVIDENCE_BUDGET = 80
