@@ -165,7 +165,7 @@ class OpenFGAClient:
                 store_id = (await bootstrap.create_store(CreateStoreRequest(name=self._settings.store_name))).id
             else:
                 raise AuthorizationUnavailable(
-                    f"OpenFGA store {self._settings.store_name!r} does not exist: run 'wayfinder index' first"
+                    f"OpenFGA store {self._settings.store_name!r} does not exist: run 'wayfinder sync' first"
                 )
         client = _new_sdk_client(self._settings, store_id)
         try:
@@ -289,7 +289,7 @@ async def _pin_model(client: OpenFgaClient, *, provision: bool) -> str:
     if current is not None and _same_model(current.to_dict(), wanted):
         return current.id
     if not provision:
-        raise AuthorizationUnavailable("OpenFGA store has no current Wayfinder model: run 'wayfinder index'")
+        raise AuthorizationUnavailable("OpenFGA store has no current Wayfinder model: run 'wayfinder sync'")
     written = await client.write_authorization_model(WriteAuthorizationModelRequest(**wanted))
     return written.authorization_model_id
 

@@ -268,6 +268,8 @@ async def run_bench_nav(settings: Settings, console: Console) -> dict[str, Any]:
         load_s = None
         if reuse:
             console.print(f"reusing the loaded company in {own.data_dir}")
+            async with OpenFGAClient(own.openfga, provision=True):
+                pass  # the shipped model, as a sync writes it, should it have changed since the load
         else:
             load_s = await _load(own, made, console)
             marker.write_text(json.dumps(fingerprint))
