@@ -131,12 +131,12 @@ class MCPSettings(BaseModel):
         None, description="User id the stdio transport acts as. Required for stdio; there is no default user."
     )
     search_candidates: int = Field(
-        100,
+        60,
         ge=20,
         le=2000,
         description="Candidates search takes from each index channel before authorization: all that clear the "
         "relevance floor, up to this many, among the pages the sync's pre-filter keys admit (all pages when an "
-        "index has none).",
+        "index has none). Each is an OpenFGA check; 60 ranks the dev questions as 100 does (`wayfinder eval`).",
     )
 
 

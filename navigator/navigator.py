@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import dataclasses
@@ -109,7 +110,7 @@ class Navigator:
 
     async def list_spaces(self, gate: Gate) -> dict[str, list[dict[str, str]]]:
         """The Confluence spaces and the Jira projects the caller can see, asked in one batch."""
-        spaces, projects = await self._store.spaces(), await self._store.projects()
+        spaces, projects = await asyncio.gather(self._store.spaces(), self._store.projects())
         visible = await gate.visible(c.id for c in (*spaces, *projects))
         return {
             kind: [{"id": c.id, "key": c.key, "name": c.name, "url": c.url} for c in found if c.id in visible]
@@ -346,7 +347,8 @@ class Navigator:
         return found
 
     async def _containers(self) -> list[Space | Project]:
-        return [*await self._store.spaces(), *await self._store.projects()]
+        spaces, projects = await asyncio.gather(self._store.spaces(), self._store.projects())
+        return [*spaces, *projects]
 
     async def _container(self, gate: Gate, container_id: str) -> Space | Project:
         """The space or project, if the caller may see it; NotFound otherwise (asked like any other id)."""

@@ -253,9 +253,10 @@ class Neo4jStore:
         wanted = list(dict.fromkeys(page_ids))
         issues = [i for i in wanted if i.startswith("issue:")]
         pages = [i for i in wanted if not i.startswith("issue:")]
-        rows = (await self._read(cypher.PAGE_SUMMARIES, ids=pages) if pages else []) + (
-            await self._read(cypher.ISSUE_SUMMARIES, ids=issues) if issues else []
+        found = await asyncio.gather(
+            *(self._read(query, ids=wanted) for query, wanted in ((cypher.PAGE_SUMMARIES, pages), (cypher.ISSUE_SUMMARIES, issues)) if wanted)
         )
+        rows = [row for part in found for row in part]
         return {
             row["id"]: PageSummary(
                 id=row["id"],

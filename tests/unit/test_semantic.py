@@ -174,7 +174,7 @@ async def test_an_identifier_is_found_by_its_keywords_and_the_hit_says_so():
     assert "keywords" in result.hits[0].why
 
 
-async def bridged(*visible: str):
+async def bridged(*visible: str, pages_left_out: frozenset[str] = frozenset()):
     """Page 1 answers the first hop; page 2 (the second hop) shares the entity Velmora with it, and
     so does page 4."""
     store = FakeNavigatorStore()
@@ -184,16 +184,18 @@ async def bridged(*visible: str):
         "3": "The population census counts every harbour town.",
         "4": "Velmora appears in the old maps.",
     }
+    texts = {n: t for n, t in texts.items() if n not in pages_left_out}
     pages = [Page(page_id=n, space_key="S", title=f"T{n}", parent_id=None, position=int(n), url="u", markdown=t) for n, t in texts.items()]
     await store.sync_space(SPACE, pages)
     index = FakeSemanticIndex()
     await index.upsert([IndexDocument(p.id, p.markdown) for p in pages])
     semantic = SemanticRetriever(index, Navigator(store), candidates=40)
-    return await semantic.search(bob(*visible), "population of the town Quintor founded"), index
+    gate = bob(*visible)
+    return await semantic.search(gate, "population of the town Quintor founded"), index, gate
 
 
 async def test_the_second_hop_is_reached_through_an_entity_the_best_hits_share():
-    result, index = await bridged("page:1", "page:2", "page:3", "page:4")
+    result, index, _ = await bridged("page:1", "page:2", "page:3", "page:4")
     why = {h.id: h.why for h in result.hits}
     assert "linked through Velmora" in why["page:2"]
     assert [h.id for h in result.hits][:2] == ["page:1", "page:2"]
@@ -201,10 +203,16 @@ async def test_the_second_hop_is_reached_through_an_entity_the_best_hits_share()
     assert seeds and all(set(s) <= {"page:1", "page:2", "page:3"} for s in seeds)
 
 
-async def test_no_second_hop_through_an_entity_a_hidden_page_supports():
-    result, _ = await bridged("page:1", "page:2", "page:3")
-    assert all(not reason.startswith("linked through") for h in result.hits for reason in h.why)
-    assert "page:4" not in {h.id for h in result.hits}
+async def test_a_hidden_page_neither_makes_nor_breaks_a_second_hop():
+    """Page 4, hidden, mentions Velmora too. The link between the visible pages 1 and 2 is rebuilt
+    from their own text (A4): the answer is the one an index without page 4 gives, word for word,
+    and page 4 is never asked about."""
+    hidden, _, gate = await bridged("page:1", "page:2", "page:3")
+    absent, _, _ = await bridged("page:1", "page:2", "page:3", pages_left_out=frozenset({"4"}))
+    assert dataclasses.asdict(hidden) == dataclasses.asdict(absent)
+    assert "linked through Velmora" in {h.id: h.why for h in hidden.hits}["page:2"]
+    assert "page:4" not in {h.id for h in hidden.hits}
+    assert "page:4" not in {r.object for r in gate.records}
 
 
 async def test_near_duplicate_pages_are_one_hit_and_a_hidden_copy_is_never_named():
