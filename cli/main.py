@@ -160,7 +160,7 @@ def serve(transport: Transport = Transport.http) -> None:
 
     from authz.audit import audit_key
     from mcp_app.auth import StaticTokens, fixed_identity, http_identity
-    from mcp_app.server import audit_receipts, create_server, open_services
+    from mcp_app.server import audit_receipts, create_server, http_guard, open_services
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     settings = Settings()
@@ -172,7 +172,12 @@ def serve(transport: Transport = Transport.http) -> None:
         else:
             server = create_server(services, http_identity, observe=receipts, auth=StaticTokens(settings.mcp.tokens))
             server.run(
-                transport="http", host=settings.mcp.host, port=settings.mcp.port, path="/mcp", show_banner=False
+                transport="http",
+                host=settings.mcp.host,
+                port=settings.mcp.port,
+                path="/mcp",
+                show_banner=False,
+                **http_guard(settings.mcp),
             )
     except WayfinderError as exc:
         raise _fail(exc) from exc

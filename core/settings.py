@@ -121,6 +121,17 @@ class MCPSettings(BaseModel):
 
     host: str = Field("127.0.0.1", description="Address the HTTP transport binds to.")
     port: int = Field(18765, description="Port of the HTTP transport.")
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Host names, besides the loopback names and the bind address, that requests to the HTTP transport "
+        'may name in their Host header, e.g. `["wayfinder.example.com"]` behind a proxy. Any other gets HTTP 421, so '
+        "a web page cannot reach the server by rebinding its own name to this address (DNS rebinding).",
+    )
+    allowed_origins: list[str] = Field(
+        default_factory=list,
+        description="Browser origins, besides the server's own and loopback ones, allowed to call the HTTP transport, "
+        'e.g. `["https://agents.example.com"]`. A request with any other Origin header gets HTTP 403.',
+    )
     tokens: dict[str, str | TokenPrincipal] = Field(
         default_factory=dict,
         description="Static bearer tokens for development: JSON object token → user id, or token → "

@@ -11,15 +11,18 @@ import uvicorn
 from fastmcp import FastMCP
 
 from core.errors import ServiceError
+from core.settings import MCPSettings
+from mcp_app.server import http_guard
 
 START_DEADLINE_S = 120
 
 
 @asynccontextmanager
 async def serving(server: FastMCP, host: str, port: int) -> AsyncIterator[str]:
-    """Run ``server`` at ``http://host:port/mcp`` (the URL is yielded) until the block ends.
-    Port 0 takes a free port."""
-    config = uvicorn.Config(server.http_app(path="/mcp"), host=host, port=port, lifespan="on", log_level="warning")
+    """Run ``server`` at ``http://host:port/mcp`` (the URL is yielded) until the block ends, with
+    the Host and Origin checks of ``wayfinder serve``. Port 0 takes a free port."""
+    app = server.http_app(path="/mcp", **http_guard(MCPSettings()))
+    config = uvicorn.Config(app, host=host, port=port, lifespan="on", log_level="warning")
     uv = uvicorn.Server(config)
     task = asyncio.create_task(uv.serve())
     try:

@@ -23,7 +23,7 @@ from authz.client import OpenFGAClient
 from authz.gate import DEFAULT_DEADLINE_S, Gate
 from authz.prefilter import ACL_FILE, AclFile
 from core.models import Principal
-from core.settings import Settings
+from core.settings import MCPSettings, Settings
 from mcp_app.auth import Identify
 from mcp_app.errors import ErrorMapping, to_tool_error
 from mcp_app.hygiene import UNTRUSTED_NOTICE, instruction_flags
@@ -70,6 +70,14 @@ def audit_receipts(key: bytes) -> Observer:
         audit.info(json.dumps({"tool": tool, "outcome": result.get("error", "ok"), **gate.receipt(key)}))
 
     return write
+
+
+def http_guard(mcp: MCPSettings) -> dict[str, Any]:
+    """The HTTP transport's Host and Origin checks, on every request (DNS rebinding): the Host
+    header must name a loopback name, the bind address or one of ``mcp.allowed_hosts`` (else HTTP
+    421), and a browser's Origin must be the server's own, a loopback one or one of
+    ``mcp.allowed_origins`` (else 403), before any MCP handling or authentication."""
+    return {"host_origin_protection": True, "allowed_hosts": list(mcp.allowed_hosts), "allowed_origins": list(mcp.allowed_origins)}
 
 
 def create_server(

@@ -185,3 +185,23 @@ async def test_unknown_token_is_rejected_with_401_and_a_known_one_accepted(mcp_u
             assert refused.status_code == 401 and "wayfinder" not in refused.text.lower()
         accepted = await http.post(url, json=INITIALIZE, headers=headers | {"Authorization": f"Bearer {TOKENS['alice']}"})
         assert accepted.status_code == 200
+
+
+async def test_a_foreign_host_or_origin_is_refused_even_with_a_valid_token(mcp_url):
+    """DNS rebinding: a web page whose own name was rebound to the server's address sends that name
+    in Host (and Origin). The server answers neither, whatever the token; its own name, a loopback
+    one and a same-origin browser call pass."""
+    url, _ = mcp_url
+    own = httpx.URL(url)
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "Authorization": f"Bearer {TOKENS['alice']}",
+    }
+    async with httpx.AsyncClient(timeout=10) as http:
+        rebound = await http.post(url, json=INITIALIZE, headers=headers | {"Host": f"attacker.example:{own.port}"})
+        foreign = await http.post(url, json=INITIALIZE, headers=headers | {"Origin": "http://attacker.example"})
+        for refused, status in ((rebound, 421), (foreign, 403)):
+            assert refused.status_code == status and "wayfinder" not in refused.text.lower()
+        for passing in ({"Host": f"localhost:{own.port}"}, {"Origin": f"http://{own.host}:{own.port}"}):
+            assert (await http.post(url, json=INITIALIZE, headers=headers | passing)).status_code == 200
