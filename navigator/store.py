@@ -254,7 +254,7 @@ class Neo4jStore:
         issues = [i for i in wanted if i.startswith("issue:")]
         pages = [i for i in wanted if not i.startswith("issue:")]
         found = await asyncio.gather(
-            *(self._read(query, ids=wanted) for query, wanted in ((cypher.PAGE_SUMMARIES, pages), (cypher.ISSUE_SUMMARIES, issues)) if wanted)
+            *(self._read(query, ids=keys) for query, keys in ((cypher.PAGE_SUMMARIES, pages), (cypher.ISSUE_SUMMARIES, issues)) if keys)
         )
         rows = [row for part in found for row in part]
         return {

@@ -13,9 +13,9 @@ yields (the leak suite checks it with canaries).
 
 Ranking is weighted reciprocal-rank fusion of whole documents over the channels, plus a second
 hop for multi-hop questions: candidates sharing a specific entity with the best documents found
-rank higher, the entity rebuilt from the authorized candidates' own mentions of it. A hit names the channels that found it. A similarity floor keeps
-noise out of the vector channels: a query that matches nothing visible returns nothing rather than
-the least bad pages.
+rank higher, the entity rebuilt from the authorized candidates' own mentions of it. A hit names
+the channels that found it. A similarity floor keeps noise out of the vector channels: a query
+that matches nothing visible returns nothing rather than the least bad pages.
 """
 
 from __future__ import annotations
