@@ -26,6 +26,11 @@ LightRAG's sharp edges, and how this module guards them:
   documents. So one ``LightRAGIndex`` may be open per process, and closing it resets that state.
   The state is also bound to one event loop: an instance refuses calls from another loop.
 * Deleting a document rebuilds shared entities from the LLM cache, so the cache stays enabled.
+  The rebuild parses the cached extraction of every chunk that mentions an entity the document
+  shared (for an entity like "Hive", most chunks), once per deleted document. Within one
+  ``delete``, or the removals of one ``upsert``, each is parsed once
+  (``_parse_cached_extraction_once``): replacing 3 Hive pages and deleting a fourth parsed 2,326
+  cached extractions in 15 s before, 984 in 7 s after.
 * It refuses a document whose text equals another's (content-hash dedup), which would keep a
   page copied into another space out of the index: the hash it dedups on is switched off.
 * LightRAG flushes every storage after each document it inserts, and several times per document
@@ -44,6 +49,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import logging
 import os
@@ -135,6 +141,7 @@ with _contained_import():
     import lightrag.kg.json_kv_impl  # noqa: F401
     from lightrag.kg.nano_vector_db_impl import NanoVectorDBStorage
     import lightrag.kg.networkx_impl  # noqa: F401
+    import lightrag.operate as _lightrag_operate
     import lightrag.pipeline as _lightrag_pipeline
     from lightrag import LightRAG, QueryParam
     from lightrag.base import DocStatus, DocStatusStorage, StorageNameSpace
@@ -150,6 +157,29 @@ with _contained_import():
 # A page copied into another space has the text of the original and permissions of its own; LightRAG
 # would refuse it as a duplicate (its content-hash dedup at enqueue). Without a hash there is none.
 _lightrag_pipeline.compute_text_content_hash = lambda _content: None
+
+# What the chunks' cached extractions parse to, while a deletion runs (None: not memoised).
+_parsed_extractions: contextvars.ContextVar[dict[tuple[Any, ...], tuple[dict, dict]] | None] = contextvars.ContextVar(
+    "wayfinder_parsed_extractions", default=None
+)
+_parse_cached_extraction = _lightrag_operate._rebuild_from_extraction_result
+
+
+async def _parse_cached_extraction_once(
+    text_chunks_storage: Any, extraction_result: str, chunk_id: str, timestamp: int, chunk_data: dict[str, Any] | None = None
+) -> tuple[dict, dict]:
+    """LightRAG's parse of a chunk's cached extraction, computed once per deletion call. The
+    parsed records are only read by the rebuild that receives them (it copies the lists it keeps)."""
+    memo = _parsed_extractions.get()
+    if memo is None or chunk_data is None:
+        return await _parse_cached_extraction(text_chunks_storage, extraction_result, chunk_id, timestamp, chunk_data)
+    key = (chunk_id, timestamp, chunk_data.get("file_path"), extraction_result)
+    if key not in memo:
+        memo[key] = await _parse_cached_extraction(text_chunks_storage, extraction_result, chunk_id, timestamp, chunk_data)
+    return memo[key]
+
+
+_lightrag_operate._rebuild_from_extraction_result = _parse_cached_extraction_once
 
 for _handler in list(_lightrag_logger.handlers):
     _lightrag_logger.removeHandler(_handler)
@@ -487,15 +517,19 @@ class LightRAGIndex:
         self._lexical.replace(doc_ids, {})
         for doc_id in doc_ids:
             self._extracted_by.pop(doc_id, None)
-        for doc_id in doc_ids:
-            if not await rag.doc_status.get_by_id(doc_id):
-                continue  # LightRAG would log a warning for an unknown id
-            try:
-                result = await rag.adelete_by_doc_id(doc_id, delete_llm_cache=False)
-            except Exception as exc:
-                raise IndexError_(f"LightRAG delete of {doc_id} failed: {exc}") from exc
-            if result.status not in ("success", "not_found"):
-                raise IndexError_(f"LightRAG delete of {doc_id} failed: {result.status} {result.message}")
+        parsed_once = _parsed_extractions.set({})
+        try:
+            for doc_id in doc_ids:
+                if not await rag.doc_status.get_by_id(doc_id):
+                    continue  # LightRAG would log a warning for an unknown id
+                try:
+                    result = await rag.adelete_by_doc_id(doc_id, delete_llm_cache=False)
+                except Exception as exc:
+                    raise IndexError_(f"LightRAG delete of {doc_id} failed: {exc}") from exc
+                if result.status not in ("success", "not_found"):
+                    raise IndexError_(f"LightRAG delete of {doc_id} failed: {result.status} {result.message}")
+        finally:
+            _parsed_extractions.reset(parsed_once)
 
     @contextlib.asynccontextmanager
     async def _flushes_deferred(self, before: Callable[[], Awaitable[None]] | None = None) -> Any:
