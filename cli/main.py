@@ -159,7 +159,7 @@ def serve(transport: Transport = Transport.http) -> None:
     from functools import partial
 
     from authz.audit import audit_key
-    from mcp_app.auth import StaticTokens, fixed_identity, http_identity
+    from mcp_app.auth import fixed_identity, http_auth, http_identity
     from mcp_app.server import audit_receipts, create_server, http_guard, open_services
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -170,7 +170,7 @@ def serve(transport: Transport = Transport.http) -> None:
             server = create_server(services, fixed_identity(settings.mcp.stdio_principal), observe=receipts)
             server.run(transport="stdio", show_banner=False)
         else:
-            server = create_server(services, http_identity, observe=receipts, auth=StaticTokens(settings.mcp.tokens))
+            server = create_server(services, http_identity, observe=receipts, auth=http_auth(settings.mcp))
             server.run(
                 transport="http",
                 host=settings.mcp.host,

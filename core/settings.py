@@ -116,6 +116,37 @@ class TokenPrincipal(BaseModel):
     task: str | None = None
 
 
+class OAuthSettings(BaseModel):
+    """Bearer tokens from the company's OAuth provider: the MCP server as an OAuth resource server."""
+
+    issuer: str | None = Field(
+        None,
+        description="Issuer (`iss`) of the company's OAuth provider, e.g. `https://login.example.com/`. Set: HTTP "
+        "callers present JWTs it signed, checked for issuer, audience, expiry and signature (static tokens must be "
+        "unset). Unset: OAuth is off.",
+    )
+    jwks_uri: str | None = Field(None, description="URL of the provider's JSON Web Key Set (or set `public_key`).")
+    public_key: str | None = Field(None, description="PEM public key (or shared secret for HS*) instead of a JWKS URL.")
+    algorithm: str = Field("RS256", description="The one signing algorithm accepted (`none` never is).")
+    audience: str | None = Field(
+        None,
+        description="Audience (`aud`) a token must carry: this server, so a token minted for another service does "
+        "not work here. Default: the resource URL, `<public_url>/mcp`.",
+    )
+    public_url: str | None = Field(
+        None,
+        description="Base URL clients reach the server at, e.g. `https://wayfinder.example.com`; the protected-resource "
+        "metadata (RFC 9728) is served under it. Default: `http://<host>:<port>`.",
+    )
+    authorization_servers: list[str] = Field(
+        default_factory=list, description="Authorization servers named in the metadata. Default: the issuer."
+    )
+    required_scopes: list[str] = Field(default_factory=list, description="Scopes every token must carry, e.g. `[\"wayfinder\"]`.")
+    clock_skew_s: int = Field(
+        60, ge=0, le=600, description="Seconds a token's `nbf` and `iat` may lie ahead of this server's clock. Expiry is never extended."
+    )
+
+
 class MCPSettings(BaseModel):
     """The MCP server."""
 
@@ -136,11 +167,12 @@ class MCPSettings(BaseModel):
         default_factory=dict,
         description="Static bearer tokens for development: JSON object token → user id, or token → "
         '`{"user", "agent", "task"}` for an agent acting for a user. Tokens must be at least 32 characters. '
-        "Empty means nobody can authenticate over HTTP.",
+        "Empty (and OAuth off) means nobody can authenticate over HTTP; refused when OAuth is on.",
     )
     stdio_principal: str | None = Field(
         None, description="User id the stdio transport acts as. Required for stdio; there is no default user."
     )
+    oauth: OAuthSettings = Field(default_factory=OAuthSettings)
     search_candidates: int = Field(
         60,
         ge=20,

@@ -1,23 +1,34 @@
 """Who is calling: a bearer token over HTTP, the configured local user over stdio.
 
-A token names a user, or an agent acting for a user on one task (its claims carry ``act.sub``
-and ``task``, the shape OAuth token exchange gives delegated tokens). Either way the principal is
-built from the verified token of the HTTP request being served, never from the session: the MCP
-SDK also refuses a session id presented with another credential than the one that opened it.
+Over HTTP the server is an OAuth resource server (:func:`http_auth`): with
+``WAYFINDER_MCP__OAUTH__ISSUER`` set, tokens are JWTs of the company's provider, checked for
+signature (JWKS or a static key, one algorithm, never ``none``), issuer, audience (this server),
+expiry, ``nbf``/``iat`` within the clock skew, and required scopes; the protected-resource
+metadata (RFC 9728) names the authorization server, and a 401 carries a ``WWW-Authenticate``
+challenge pointing at it. Without an issuer, static development tokens from settings are used.
+No token is ever passed on to a backend.
+
+A token names a user (``sub``), or an agent acting for a user on one task (its claims carry
+``act.sub`` and ``task``, the shape OAuth token exchange gives delegated tokens). Either way the
+principal is built from the verified token of the HTTP request being served, never from the
+session: the MCP SDK also refuses a session id presented with another credential than the one
+that opened it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import time
 from collections.abc import Callable, Mapping
 
-from fastmcp.server.auth import AccessToken, TokenVerifier
+from fastmcp.server.auth import AccessToken, AuthProvider, JWTVerifier, RemoteAuthProvider, TokenVerifier
 from fastmcp.server.dependencies import get_access_token
+from pydantic import AnyHttpUrl
 
 from core.errors import ConfigurationError, InvalidArgument, Unauthenticated
 from core.models import Principal
-from core.settings import MIN_TOKEN_CHARS, TokenPrincipal
+from core.settings import MIN_TOKEN_CHARS, MCPSettings, OAuthSettings, TokenPrincipal
 
 Identify = Callable[[], Principal]
 
@@ -57,10 +68,73 @@ class StaticTokens(TokenVerifier):
         claims: dict[str, object] = {"sub": found.user}
         if found.agent is not None:
             claims |= {"act": {"sub": found.agent}, "task": found.task}
-        # A user's own token and an agent's token never share a client id, so never an MCP session;
-        # the principal itself always comes from the token of the request being served.
-        client_id = f"agent:{found.agent}" if found.agent else f"user:{found.user}"
-        return AccessToken(token=token, client_id=client_id, subject=found.user, scopes=[], claims=claims)
+        return AccessToken(token=token, client_id=_client_id(found.user, found.agent), subject=found.user, scopes=[], claims=claims)
+
+
+def _client_id(user: str, agent: str | None) -> str:
+    """A user's own token and an agent's token never share a client id, so never an MCP session;
+    the principal itself always comes from the token of the request being served."""
+    return f"agent:{agent}" if agent else f"user:{user}"
+
+
+class OAuthTokens(JWTVerifier):
+    """JWTs of the company's OAuth provider. FastMCP's verifier checks the signature (one
+    algorithm), issuer, audience, scopes and expiry; this adds what a resource server must also
+    refuse: a token without an expiry or a subject, and one not yet valid (``nbf``, ``iat``
+    beyond the clock skew)."""
+
+    def __init__(self, oauth: OAuthSettings, audience: str) -> None:
+        if (oauth.jwks_uri is None) == (oauth.public_key is None):
+            raise ConfigurationError("WAYFINDER_MCP__OAUTH__ISSUER is set: set exactly one of WAYFINDER_MCP__OAUTH__JWKS_URI and WAYFINDER_MCP__OAUTH__PUBLIC_KEY")
+        if oauth.algorithm.lower() == "none":
+            raise ConfigurationError("WAYFINDER_MCP__OAUTH__ALGORITHM: unsigned tokens are never accepted")
+        try:
+            super().__init__(
+                public_key=oauth.public_key,
+                jwks_uri=oauth.jwks_uri,
+                issuer=oauth.issuer,
+                audience=audience,
+                algorithm=oauth.algorithm,
+                required_scopes=oauth.required_scopes or None,
+            )
+        except ValueError as exc:
+            raise ConfigurationError(f"WAYFINDER_MCP__OAUTH: {exc}") from exc
+        self._skew_s = oauth.clock_skew_s
+
+    async def load_access_token(self, token: str) -> AccessToken | None:
+        access = await super().load_access_token(token)
+        if access is None:
+            return None
+        claims, latest = access.claims, time.time() + self._skew_s
+        if not isinstance(claims.get("exp"), int | float) or not isinstance(claims.get("sub"), str):
+            return None
+        if any(isinstance(claims.get(c), int | float) and claims[c] > latest for c in ("nbf", "iat")):
+            return None
+        act = claims.get("act")
+        agent = act.get("sub") if isinstance(act, dict) and isinstance(act.get("sub"), str) else None
+        return access.model_copy(update={"client_id": _client_id(claims["sub"], agent)})
+
+
+def http_auth(mcp: MCPSettings) -> AuthProvider:
+    """How HTTP callers authenticate: the company's OAuth provider when an issuer is configured
+    (with RFC 9728 metadata at ``/.well-known/oauth-protected-resource/mcp``), else the static
+    development tokens."""
+    oauth = mcp.oauth
+    if oauth.issuer is None:
+        return StaticTokens(mcp.tokens)
+    if mcp.tokens:
+        raise ConfigurationError("WAYFINDER_MCP__TOKENS are for development only: unset them when WAYFINDER_MCP__OAUTH__ISSUER is set")
+    public_url = (oauth.public_url or f"http://{mcp.host}:{mcp.port}").rstrip("/")
+    try:
+        servers = [AnyHttpUrl(server) for server in oauth.authorization_servers or [oauth.issuer]]
+        return RemoteAuthProvider(
+            token_verifier=OAuthTokens(oauth, oauth.audience or f"{public_url}/mcp"),
+            authorization_servers=servers,
+            base_url=public_url,
+            resource_name="Wayfinder",
+        )
+    except ValueError as exc:  # pydantic's ValidationError: a URL that does not parse
+        raise ConfigurationError(f"WAYFINDER_MCP__OAUTH: {exc}") from exc
 
 
 def http_identity() -> Principal:

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastmcp import Context, FastMCP
-from fastmcp.server.auth import TokenVerifier
+from fastmcp.server.auth import AuthProvider
 from fastmcp.tools import ToolResult
 from mcp.types import ImageContent, TextContent
 from pydantic import Field
@@ -85,7 +85,7 @@ def create_server(
     identify: Identify,
     *,
     observe: Observer,
-    auth: TokenVerifier | None = None,
+    auth: AuthProvider | None = None,
 ) -> FastMCP:
     """Build the server. ``observe`` sees each finished request's gate: :func:`audit_receipts` in
     production, a recorder in tests."""

@@ -1,0 +1,87 @@
+"""The MCP server as an OAuth resource server: which JWTs it accepts, and which settings it refuses.
+Real keys, real signatures (joserfc); the HTTP side (JWKS over HTTP, metadata, 401 challenge) is in
+tests/e2e/test_mcp_oauth.py."""
+
+from __future__ import annotations
+
+import time
+from functools import partial
+from typing import Any
+
+import pytest
+from fastmcp.server.auth import RemoteAuthProvider
+
+from core.errors import ConfigurationError
+from core.settings import MCPSettings, OAuthSettings
+from mcp_app.auth import OAuthTokens, StaticTokens, http_auth
+from tests import tokens
+from tests.tokens import ISSUER, KEY, OTHER_KEY
+
+AUDIENCE = "https://wayfinder.example.com/mcp"
+mint = partial(tokens.mint, AUDIENCE)
+forged = partial(tokens.forged, AUDIENCE)
+
+
+def verifier(**overrides: Any) -> OAuthTokens:
+    oauth = OAuthSettings(issuer=ISSUER, public_key=KEY.as_pem(private=False).decode(), **overrides)
+    return OAuthTokens(oauth, AUDIENCE)
+
+
+async def test_a_token_of_the_provider_for_this_server_names_its_user() -> None:
+    access = await verifier().verify_token(mint())
+    assert access is not None and access.subject == "alice" and access.client_id == "user:alice"
+    delegated = await verifier().verify_token(mint(act={"sub": "research-agent"}, task="t-1"))
+    assert delegated is not None and delegated.client_id == "agent:research-agent"
+    assert delegated.claims["act"] == {"sub": "research-agent"} and delegated.claims["task"] == "t-1"
+
+
+@pytest.mark.parametrize(
+    ("why", "token"),
+    [
+        ("expired", lambda: mint(exp=int(time.time()) - 5)),
+        ("no expiry", lambda: mint(exp=None)),
+        ("no subject", lambda: mint(sub=None)),
+        ("not valid yet", lambda: mint(nbf=int(time.time()) + 600)),
+        ("issued in the future", lambda: mint(iat=int(time.time()) + 600)),
+        ("another audience", lambda: mint(aud="https://other-service.example.com")),
+        ("another issuer", lambda: mint(iss="https://evil.example.com/")),
+        ("another key", lambda: mint(key=OTHER_KEY)),
+        ("unsigned, alg=none", lambda: forged("none")),
+        ("HS256 keyed with the public key", lambda: forged("HS256")),
+        ("not a JWT", lambda: "x" * 40),
+    ],
+)
+async def test_tokens_a_resource_server_must_refuse(why: str, token: Any) -> None:
+    assert await verifier().verify_token(token()) is None, why
+
+
+async def test_clock_skew_covers_a_token_issued_a_little_ahead_of_this_clock() -> None:
+    soon = int(time.time()) + 30
+    assert await verifier(clock_skew_s=60).verify_token(mint(iat=soon, nbf=soon)) is not None
+    assert await verifier(clock_skew_s=0).verify_token(mint(iat=soon, nbf=soon)) is None
+
+
+async def test_required_scopes() -> None:
+    strict = verifier(required_scopes=["wayfinder"])
+    assert await strict.verify_token(mint(scope="openid wayfinder")) is not None
+    assert await strict.verify_token(mint(scope="openid")) is None
+
+
+def test_oauth_settings_that_are_refused() -> None:
+    key = KEY.as_pem(private=False).decode()
+    with pytest.raises(ConfigurationError, match="development only"):
+        http_auth(MCPSettings(tokens={"t" * 40: "alice"}, oauth=OAuthSettings(issuer=ISSUER, public_key=key)))
+    with pytest.raises(ConfigurationError, match="exactly one of"):
+        http_auth(MCPSettings(oauth=OAuthSettings(issuer=ISSUER)))
+    with pytest.raises(ConfigurationError, match="exactly one of"):
+        http_auth(MCPSettings(oauth=OAuthSettings(issuer=ISSUER, public_key=key, jwks_uri="http://127.0.0.1:1/jwks")))
+    with pytest.raises(ConfigurationError, match="never accepted"):
+        http_auth(MCPSettings(oauth=OAuthSettings(issuer=ISSUER, public_key=key, algorithm="none")))
+
+
+def test_without_an_issuer_the_static_development_tokens_are_used() -> None:
+    assert isinstance(http_auth(MCPSettings(tokens={"t" * 40: "alice"})), StaticTokens)
+    provider = http_auth(MCPSettings(port=18765, oauth=OAuthSettings(issuer=ISSUER, public_key=KEY.as_pem(private=False).decode())))
+    assert isinstance(provider, RemoteAuthProvider)
+    assert [str(server) for server in provider.authorization_servers] == [ISSUER]
+    assert provider.token_verifier.audience == "http://127.0.0.1:18765/mcp"  # bound to this server by default
