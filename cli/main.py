@@ -167,10 +167,10 @@ def serve(transport: Transport = Transport.http) -> None:
     try:
         services, receipts = partial(open_services, settings), audit_receipts(audit_key(settings))
         if transport is Transport.stdio:
-            server = create_server(services, fixed_identity(settings.mcp.stdio_principal), observe=receipts)
+            server = create_server(services, fixed_identity(settings.mcp.stdio_principal), observe=receipts, limits=settings.mcp.limits)
             server.run(transport="stdio", show_banner=False)
         else:
-            server = create_server(services, http_identity, observe=receipts, auth=http_auth(settings.mcp))
+            server = create_server(services, http_identity, observe=receipts, auth=http_auth(settings.mcp), limits=settings.mcp.limits)
             server.run(
                 transport="http",
                 host=settings.mcp.host,

@@ -147,6 +147,18 @@ class OAuthSettings(BaseModel):
     )
 
 
+class LimitSettings(BaseModel):
+    """What one caller may ask of the MCP server."""
+
+    rate_per_s: float = Field(10.0, gt=0, description="Tool calls a second each principal may make, sustained.")
+    burst: int = Field(30, ge=1, description="Tool calls a principal may make at once before the sustained rate applies.")
+    max_concurrent: int = Field(
+        8, ge=1, description="Tool calls of one principal running at the same time; more are refused with `rate_limited`."
+    )
+    deadline_s: float = Field(30.0, gt=0, description="Longest a tool call may run; past it the call is stopped and answers `unavailable`.")
+    max_request_bytes: int = Field(262_144, ge=1024, description="Largest HTTP request body; a larger one gets HTTP 413.")
+
+
 class MCPSettings(BaseModel):
     """The MCP server."""
 
@@ -173,6 +185,7 @@ class MCPSettings(BaseModel):
         None, description="User id the stdio transport acts as. Required for stdio; there is no default user."
     )
     oauth: OAuthSettings = Field(default_factory=OAuthSettings)
+    limits: LimitSettings = Field(default_factory=LimitSettings)
     search_candidates: int = Field(
         60,
         ge=20,

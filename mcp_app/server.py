@@ -17,16 +17,18 @@ from fastmcp.server.auth import AuthProvider
 from fastmcp.tools import ToolResult
 from mcp.types import ImageContent, TextContent
 from pydantic import Field
+from starlette.middleware import Middleware
 
 from authz.base import Authorizer
 from authz.client import OpenFGAClient
 from authz.gate import DEFAULT_DEADLINE_S, Gate
 from authz.prefilter import ACL_FILE, AclFile
 from core.models import Principal
-from core.settings import MCPSettings, Settings
+from core.settings import LimitSettings, MCPSettings, Settings
 from mcp_app.auth import Identify
 from mcp_app.errors import ErrorMapping, to_tool_error
 from mcp_app.hygiene import UNTRUSTED_NOTICE, instruction_flags
+from mcp_app.limits import BodyLimit, Limits
 from navigator.navigator import Navigator
 from navigator.store import Neo4jStore
 from retrievers.factory import semantic_index
@@ -73,11 +75,17 @@ def audit_receipts(key: bytes) -> Observer:
 
 
 def http_guard(mcp: MCPSettings) -> dict[str, Any]:
-    """The HTTP transport's Host and Origin checks, on every request (DNS rebinding): the Host
-    header must name a loopback name, the bind address or one of ``mcp.allowed_hosts`` (else HTTP
-    421), and a browser's Origin must be the server's own, a loopback one or one of
-    ``mcp.allowed_origins`` (else 403), before any MCP handling or authentication."""
-    return {"host_origin_protection": True, "allowed_hosts": list(mcp.allowed_hosts), "allowed_origins": list(mcp.allowed_origins)}
+    """The HTTP transport's checks on every request, before any MCP handling or authentication:
+    the Host header must name a loopback name, the bind address or one of ``mcp.allowed_hosts``
+    (else HTTP 421: DNS rebinding), a browser's Origin must be the server's own, a loopback one or
+    one of ``mcp.allowed_origins`` (else 403), and the body at most ``mcp.limits.max_request_bytes``
+    (else 413)."""
+    return {
+        "host_origin_protection": True,
+        "allowed_hosts": list(mcp.allowed_hosts),
+        "allowed_origins": list(mcp.allowed_origins),
+        "middleware": [Middleware(BodyLimit, max_bytes=mcp.limits.max_request_bytes)],
+    }
 
 
 def create_server(
@@ -86,9 +94,11 @@ def create_server(
     *,
     observe: Observer,
     auth: AuthProvider | None = None,
+    limits: LimitSettings | None = None,
 ) -> FastMCP:
     """Build the server. ``observe`` sees each finished request's gate: :func:`audit_receipts` in
-    production, a recorder in tests."""
+    production, a recorder in tests. ``limits``: per-principal rate, concurrency and deadline
+    (``wayfinder serve`` and the demo; tests and benchmarks that measure the tools leave them off)."""
 
     @asynccontextmanager
     async def lifespan(_: FastMCP) -> AsyncIterator[Services]:
@@ -105,7 +115,7 @@ def create_server(
         ),
         lifespan=lifespan,
         auth=auth,
-        middleware=[ErrorMapping()],
+        middleware=[ErrorMapping(), *([Limits(limits, identify)] if limits is not None else [])],
         mask_error_details=True,
     )
 

@@ -15,7 +15,7 @@ import pytest
 from fastmcp import Client
 
 from authz.gate import Gate
-from core.settings import Settings
+from core.settings import MCPSettings, Settings
 from devstack.serving import serving
 from mcp_app.auth import StaticTokens, http_identity
 from mcp_app.server import create_server, open_services
@@ -205,3 +205,18 @@ async def test_a_foreign_host_or_origin_is_refused_even_with_a_valid_token(mcp_u
             assert refused.status_code == status and "wayfinder" not in refused.text.lower()
         for passing in ({"Host": f"localhost:{own.port}"}, {"Origin": f"http://{own.host}:{own.port}"}):
             assert (await http.post(url, json=INITIALIZE, headers=headers | passing)).status_code == 200
+
+
+async def test_a_request_body_over_the_cap_is_refused_before_mcp_reads_it(mcp_url):
+    url, _ = mcp_url
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "Authorization": f"Bearer {TOKENS['alice']}",
+    }
+    cap = MCPSettings().limits.max_request_bytes
+    padded = INITIALIZE | {"params": INITIALIZE["params"] | {"padding": "x" * cap}}
+    async with httpx.AsyncClient(timeout=10) as http:
+        refused = await http.post(url, json=padded, headers=headers)
+        assert refused.status_code == 413 and "serverInfo" not in refused.text
+        assert (await http.post(url, json=INITIALIZE, headers=headers)).status_code == 200
