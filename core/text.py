@@ -39,6 +39,24 @@ def estimate_tokens(text: str) -> int:
     return len(_TOKEN.findall(text))
 
 
+def cut(text: str, start: int, max_tokens: int) -> int:
+    """Where the part of ``text`` that begins at ``start`` and holds at most ``max_tokens`` (as
+    :func:`estimate_tokens` counts) ends: after its last whole paragraph when that keeps at least
+    half the budget, else after its last whole line, else after its last whole token. A part holds
+    at least one token, so paging through always advances; the rest of ``text`` when it fits."""
+    ends = [m.end() for _, m in zip(range(max_tokens + 1), _TOKEN.finditer(text, start))]
+    if len(ends) <= max_tokens:
+        return len(text)
+    window = text[start : ends[max_tokens - 1]]
+    half = len(text[start : ends[max(max_tokens // 2 - 1, 0)]])
+    paragraph, line = window.rfind("\n\n"), window.rfind("\n")
+    if paragraph >= half:
+        return start + paragraph + 2
+    if line > 0:
+        return start + line + 1
+    return ends[max_tokens - 1]
+
+
 def page_references(text: str) -> set[str]:
     """Typed ids (``page:123``) of every page ``text`` names, in any spelling of
     ``_PAGE_REFERENCE``. Over-matching is safe: its callers treat a reference as hidden unless

@@ -29,7 +29,7 @@ from mcp_app.auth import Identify
 from mcp_app.errors import ErrorMapping, to_tool_error
 from mcp_app.hygiene import UNTRUSTED_NOTICE, instruction_flags
 from mcp_app.limits import BodyLimit, Limits
-from navigator.navigator import Navigator
+from navigator.navigator import FETCH_TOKENS, Navigator
 from navigator.store import Neo4jStore
 from retrievers.factory import semantic_index
 from retrievers.semantic import SemanticRetriever
@@ -150,16 +150,15 @@ def create_server(
         ] = None,
         labels: Annotated[
             list[Annotated[str, Field(max_length=255)]] | None,
-            Field(max_length=20, description="Only pages and issues with any of these labels."),
+            Field(max_length=20, description="Only items with any of these labels."),
         ] = None,
-        updated_after: Annotated[datetime | None, Field(description="Only what was updated after this time (ISO 8601; UTC if no zone).")] = None,
+        updated_after: Annotated[datetime | None, Field(description="Only items updated after this time (ISO 8601; UTC if no zone).")] = None,
         kinds: Annotated[list[Literal["page", "issue"]] | None, Field(max_length=2, description="Only these kinds.")] = None,
         top_k: Annotated[int, Field(ge=1, le=50, description="Number of hits.")] = 10,
         response_format: Literal["concise", "detailed"] = "concise",
     ) -> dict[str, Any]:
-        """Find pages and issues relevant to a question. Returns hits with snippets (pages repeating
-        a hit's text are listed in its also_in), plus related entities and relations with the ids
-        of the pages and issues they come from. Use fetch to read a hit."""
+        """Find pages and issues for a question: hits with snippets (pages repeating a hit are in
+        its also_in), and related entities and relations with their sources' ids. fetch reads a hit."""
         async with request(ctx, "search") as (opened, gate, result):
             found = await opened.semantic.search(
                 gate, query, top_k=top_k, spaces=spaces, projects=projects, labels=labels, updated_after=updated_after, kinds=kinds,
@@ -170,23 +169,25 @@ def create_server(
 
     @mcp.tool(annotations=READ_ONLY)
     async def fetch(
-        id: Annotated[str, Field(max_length=200, description="Page or issue id from a search hit or the tree, e.g. 'page:27362069'.")],
+        id: Annotated[str, Field(max_length=200, description="Page or issue id, e.g. 'page:27362069'.")],
         ctx: Context,
         section: Annotated[
-            str | None, Field(max_length=200, description="Heading slug from the outline; whole page if omitted.")
+            str | None, Field(max_length=200, description="Outline slug; whole page if omitted.")
         ] = None,
+        max_tokens: Annotated[int, Field(ge=100, le=50_000, description="At most this much text; next_cursor continues.")] = FETCH_TOKENS,
+        cursor: Annotated[str | None, Field(max_length=512, description="next_cursor of the previous fetch.")] = None,
     ) -> dict[str, Any]:
-        """Read a page or an issue as Markdown, or one section of it, with its outline (slugs and
-        token counts) and breadcrumb."""
+        """Read a page or issue as Markdown (or one section), with its outline (slugs, token
+        counts) and breadcrumb."""
         async with request(ctx, "fetch") as (opened, gate, result):
-            view = await opened.navigator.read_page(gate, id, section)
+            view = await opened.navigator.read_page(gate, id, section, max_tokens=max_tokens, cursor=cursor)
             result.update(dataclasses.asdict(view))
             result.update(notice=UNTRUSTED_NOTICE, instruction_like_text=instruction_flags(view.markdown))
         return result
 
     @mcp.tool(annotations=READ_ONLY)
     async def list_spaces(ctx: Context) -> dict[str, Any]:
-        """List the Confluence spaces and Jira projects you can see."""
+        """The Confluence spaces and Jira projects you can see."""
         async with request(ctx, "list_spaces") as (opened, gate, result):
             result.update(await opened.navigator.list_spaces(gate))
         return result
@@ -198,7 +199,7 @@ def create_server(
         cursor: Annotated[str | None, Field(max_length=512, description="next_cursor of the previous call.")] = None,
         limit: Annotated[int, Field(ge=1, le=200, description="Children per call.")] = 50,
     ) -> dict[str, Any]:
-        """List the child pages of a space or page in tree order, page by page."""
+        """The child pages of a space or page, in tree order."""
         async with request(ctx, "list_children") as (opened, gate, result):
             page = await opened.navigator.list_children(gate, id, cursor, limit)
             result["children"] = [{"id": c.id, "title": c.title, "url": c.url} for c in page.items]
@@ -221,7 +222,7 @@ def create_server(
         depth: Annotated[int, Field(ge=1, le=3, description="Levels below it.")] = 2,
         limit: Annotated[int, Field(ge=1, le=200, description="Pages at most, shallow levels first.")] = 50,
     ) -> dict[str, Any]:
-        """The page tree under a space or page, with each page's number of child pages."""
+        """The tree under a space or page, with each page's child count."""
         async with request(ctx, "get_tree") as (opened, gate, result):
             tree = await opened.navigator.get_tree(gate, id, depth, limit)
             result.update(dataclasses.asdict(tree))
@@ -230,12 +231,12 @@ def create_server(
     @mcp.tool(annotations=READ_ONLY)
     async def resolve_path(
         path: Annotated[
-            str, Field(max_length=1000, description="Titles from parent to child, e.g. 'HIVE/LanguageManual/LanguageManual DDL'.")
+            str, Field(max_length=1000, description="Titles, parent first, e.g. 'HIVE/LanguageManual/LanguageManual DDL'.")
         ],
         ctx: Context,
     ) -> dict[str, Any]:
-        """Find a page by its title path (a space key first is optional). Gives its id, or the
-        candidates when the path names several pages."""
+        """A page by its title path (a space key first is optional): its id, or the candidates
+        when several pages match."""
         async with request(ctx, "resolve_path") as (opened, gate, result):
             result.update(dataclasses.asdict(await opened.navigator.resolve_path(gate, path)))
         return result
@@ -244,11 +245,10 @@ def create_server(
     async def related(
         id: Annotated[str, Field(max_length=200, description="A page or issue id, e.g. 'page:27362069'.")],
         ctx: Context,
-        limit: Annotated[int, Field(ge=1, le=100, description="At most this many of each relation.")] = 20,
-        kinds: Annotated[list[Literal["page", "issue"]] | None, Field(max_length=2, description="Only relations reaching these kinds.")] = None,
+        limit: Annotated[int, Field(ge=1, le=100, description="At most this many per relation.")] = 20,
+        kinds: Annotated[list[Literal["page", "issue"]] | None, Field(max_length=2, description="Only links to these kinds.")] = None,
     ) -> dict[str, Any]:
-        """What a page or issue is connected with: links both ways, issues a page mentions, pages
-        mentioning an issue."""
+        """Links of a page or issue, both ways: pages, issues a page names, pages naming an issue."""
         async with request(ctx, "related") as (opened, gate, result):
             found = await opened.navigator.related(gate, id, limit, kinds)
             result.update({relation: [{"id": p.id, "title": p.title, "url": p.url} for p in pages] for relation, pages in found.items()})
@@ -256,11 +256,11 @@ def create_server(
 
     @mcp.tool(annotations=READ_ONLY, output_schema=None)
     async def fetch_image(
-        id: Annotated[str, Field(max_length=200, description="Image id from a fetched page's Markdown, e.g. 'image:att27362100'.")],
+        id: Annotated[str, Field(max_length=200, description="Image id from a page's Markdown, e.g. 'image:att27362100'.")],
         ctx: Context,
     ) -> ToolResult:
-        """Get an image a page shows, with its alt text: what the image shows and what it is for on
-        its page. The image is available exactly when its page is."""
+        """An image a page shows, with alt text on what it shows and what it is for there.
+        Visible exactly when its page is."""
         async with request(ctx, "fetch_image") as (opened, gate, result):
             image = await opened.navigator.read_image(gate, id)
             result.update(id=image.id, page_id=image.page_id, filename=image.filename, media_type=image.media_type, alt_text=image.alt_text)

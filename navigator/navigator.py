@@ -6,6 +6,7 @@ import asyncio
 import base64
 import binascii
 import dataclasses
+import hashlib
 import json
 import re
 from collections.abc import Sequence
@@ -16,13 +17,15 @@ from authz.gate import Gate
 from core import ids
 from core.errors import InvalidArgument, NotFound
 from core.models import Project, Space
-from core.text import estimate_tokens, sections, title_key
+from core.text import cut, estimate_tokens, sections, title_key
 from navigator.base import ChildPage, Crumb, NavigatorStore, PageSummary
 
 MAX_CHILDREN_LIMIT = 200
 CHILD_REFILL = 50
 MAX_SECTION_CHARS = 200
 MAX_CURSOR_CHARS = 512
+#: text a fetch returns at most a call, by default (as core.text.estimate_tokens counts)
+FETCH_TOKENS = 10_000
 MAX_TREE_DEPTH = 3
 MAX_TREE_LIMIT = 200
 # Children read (and authorized) per get_tree call at most, shallow levels first: each check costs
@@ -87,6 +90,7 @@ class PageView:
     outline: list[dict[str, object]]
     section: str | None
     markdown: str
+    next_cursor: str | None = None  # the rest of the text is there; None: this part ends it
 
 
 @dataclass(frozen=True)
@@ -146,7 +150,16 @@ class Navigator:
         more = len(found) > limit
         return ChildrenPage(items, _encode_cursor(node_id, items[-1].id) if more else None)
 
-    async def read_page(self, gate: Gate, page_id: str, section: str | None = None) -> PageView:
+    async def read_page(
+        self, gate: Gate, page_id: str, section: str | None = None, *, max_tokens: int = FETCH_TOKENS, cursor: str | None = None
+    ) -> PageView:
+        """A page or issue (or one section), at most ``max_tokens`` of its text a call: when more
+        follows, ``next_cursor`` continues it (the outline comes with the first part). A cursor is
+        checked against the text the caller may see now: a page changed since gives
+        ``invalid_argument``, never a part of another version."""
+        if type(max_tokens) is not int or max_tokens < 1:
+            raise InvalidArgument("max_tokens must be a positive number of tokens")
+        start = _decode_part(cursor, page_id, section) if cursor is not None else None
         kind, _ = ids.parse(page_id)
         if kind not in NODES:
             raise InvalidArgument(f"fetch takes a page or issue id such as 'page:27362069' or 'issue:HIVE-1234', got {page_id!r}")
@@ -174,7 +187,15 @@ class Navigator:
         ]
         if section is not None:
             markdown = next(text for part, text in zip(parts, texts, strict=True) if part.slug == section)
-        return PageView(page.id, page.title, page.url, summary.space_id, summary.ancestors, outline, section, markdown)
+        version = hashlib.sha256(markdown.encode()).hexdigest()[:16]
+        if start is not None and (start[1] != version or not 0 < start[0] < len(markdown)):
+            raise InvalidArgument(f"{page_id} changed since that cursor was given; fetch it again without one")
+        at = start[0] if start is not None else 0
+        end = cut(markdown, at, max_tokens)
+        more = _encode_part(page_id, section, end, version) if end < len(markdown) else None
+        return PageView(
+            page.id, page.title, page.url, summary.space_id, summary.ancestors, outline if at == 0 else [], section, markdown[at:end], more
+        )
 
     async def read_image(self, gate: Gate, image_id: str) -> ImageView:
         """An image, authorized through the page that shows it (and that page's space)."""
@@ -365,6 +386,26 @@ class Navigator:
 
 
 _BAD_CURSOR = "invalid cursor: pass the next_cursor of the previous list_children call unchanged"
+
+
+_BAD_PART = "invalid cursor: pass the next_cursor of the previous fetch of this page and section unchanged"
+
+
+def _encode_part(page_id: str, section: str | None, at: int, version: str) -> str:
+    raw = json.dumps({"page": page_id, "section": section, "at": at, "version": version}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_part(cursor: str, page_id: str, section: str | None) -> tuple[int, str]:
+    """(where the part starts, which text it is a part of) for a fetch of ``page_id``/``section``."""
+    if isinstance(cursor, str) and len(cursor) <= MAX_CURSOR_CHARS:
+        try:
+            data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+            if data["page"] == page_id and data["section"] == section and type(data["at"]) is int and isinstance(data["version"], str):
+                return data["at"], data["version"]
+        except (binascii.Error, ValueError, KeyError, TypeError):
+            pass
+    raise InvalidArgument(_BAD_PART)
 
 
 def _encode_cursor(node_id: str, last_id: str) -> str:

@@ -220,3 +220,20 @@ async def test_a_request_body_over_the_cap_is_refused_before_mcp_reads_it(mcp_ur
         refused = await http.post(url, json=padded, headers=headers)
         assert refused.status_code == 413 and "serverInfo" not in refused.text
         assert (await http.post(url, json=INITIALIZE, headers=headers)).status_code == 200
+
+
+async def test_a_long_page_is_fetched_in_parts_that_add_up_to_the_whole(mcp_url):
+    url, _ = mcp_url
+    whole = await call(url, "alice", "fetch", id="page:34019487")
+    assert whole["next_cursor"] is None
+    parts, cursor = [], None
+    while True:
+        part = await call(url, "alice", "fetch", id="page:34019487", max_tokens=400, **({"cursor": cursor} if cursor else {}))
+        parts.append(part)
+        cursor = part["next_cursor"]
+        if cursor is None:
+            break
+    assert len(parts) > 3 and "".join(p["markdown"] for p in parts) == whole["markdown"]
+    assert parts[0]["outline"] == whole["outline"] and all(p["outline"] == [] for p in parts[1:])
+    # bob may not see the page: its cursor gives him what a missing page gives, nothing more
+    assert (await call(url, "bob", "fetch", id="page:34019487", cursor=parts[0]["next_cursor"])).startswith("not_found:")

@@ -6,6 +6,7 @@ from authz.gate import Gate
 from core.errors import InvalidArgument, NotFound
 from core.models import Page, Principal, Project, Space
 from navigator.fake import FakeNavigatorStore
+from core.text import estimate_tokens
 from navigator.navigator import Navigator
 
 SPACE = Space(key="S", name="Space", url="u")
@@ -77,6 +78,35 @@ async def test_read_page_outline_sections_and_breadcrumb():
     assert section.markdown.startswith("## Setup") and "# not a heading" in section.markdown
     with pytest.raises(InvalidArgument, match="no section"):
         await nav.read_page(gate, "page:1", "missing")
+
+
+async def test_a_long_page_comes_in_parts_of_at_most_max_tokens_and_nothing_is_lost():
+    long = "# Long\n\n" + "".join(f"Paragraph {n} says something about partition {n}.\n\n" for n in range(60))
+    nav, gate = await navigator_for("space:S", "page:1", "page:3", "page:7")
+    await nav._store.sync_space(SPACE, [*PAGES, page("7", "3", 0, long)])
+    parts, cursor = [], None
+    while True:
+        view = await nav.read_page(gate, "page:7", max_tokens=50, cursor=cursor)
+        parts.append(view)
+        cursor = view.next_cursor
+        if cursor is None:
+            break
+    assert len(parts) > 5 and "".join(p.markdown for p in parts) == long
+    assert all(estimate_tokens(p.markdown) <= 50 for p in parts)
+    assert all(p.markdown.endswith("\n\n") for p in parts[:-1])  # cut between paragraphs
+    assert parts[0].outline and all(p.outline == [] for p in parts[1:])
+    whole = await nav.read_page(gate, "page:7")
+    assert whole.markdown == long and whole.next_cursor is None  # fits the default budget
+
+    second = parts[0].next_cursor
+    for wrong in (lambda: nav.read_page(gate, "page:1", cursor=second), lambda: nav.read_page(gate, "page:7", "long", cursor=second)):
+        with pytest.raises(InvalidArgument, match="invalid cursor"):
+            await wrong()  # another page's or section's cursor
+    with pytest.raises(InvalidArgument, match="invalid cursor"):
+        await nav.read_page(gate, "page:7", cursor=second[:-4] + "AAAA")
+    await nav._store.sync_space(SPACE, [*PAGES, page("7", "3", 0, long.replace("Paragraph 0", "Paragraph zero"))])
+    with pytest.raises(InvalidArgument, match="changed since"):
+        await nav.read_page(gate, "page:7", max_tokens=50, cursor=second)
 
 
 async def test_breadcrumb_stops_at_first_hidden_ancestor():
