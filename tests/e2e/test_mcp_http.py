@@ -237,3 +237,46 @@ async def test_a_long_page_is_fetched_in_parts_that_add_up_to_the_whole(mcp_url)
     assert parts[0]["outline"] == whole["outline"] and all(p["outline"] == [] for p in parts[1:])
     # bob may not see the page: its cursor gives him what a missing page gives, nothing more
     assert (await call(url, "bob", "fetch", id="page:34019487", cursor=parts[0]["next_cursor"])).startswith("not_found:")
+
+
+MODERN = "2026-07-28"
+MODERN_META = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+async def modern_call(url: str, method: str, params: dict[str, Any], token: str | None) -> httpx.Response:
+    """One stateless request of the 2026-07-28 revision: no initialize, no session."""
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": method,
+    }
+    if method == "tools/call":
+        headers["Mcp-Name"] = params["name"]
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    async with httpx.AsyncClient(timeout=30) as http:
+        return await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params | {"_meta": MODERN_META}}, headers=headers)
+
+
+async def test_each_supported_revision_is_served_through_the_same_gate(mcp_url):
+    """Clients of 2025-06-18 and 2025-11-25 initialize a session as before; a 2026-07-28 client
+    sends stateless requests (server/discover, then tools) with the same token checks and the
+    same answers per user."""
+    url, _ = mcp_url
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json", "Authorization": f"Bearer {TOKENS['alice']}"}
+    async with httpx.AsyncClient(timeout=30) as http:
+        for revision in ("2025-06-18", "2025-11-25"):
+            hello = INITIALIZE | {"params": INITIALIZE["params"] | {"protocolVersion": revision}}
+            answer = await http.post(url, json=hello, headers=headers)
+            assert answer.status_code == 200 and f'"protocolVersion":"{revision}"' in answer.text
+
+    discovered = await modern_call(url, "server/discover", {}, TOKENS["alice"])
+    assert discovered.status_code == 200 and MODERN in discovered.json()["result"]["supportedVersions"]
+    assert (await modern_call(url, "server/discover", {}, None)).status_code == 401
+
+    fetch = {"name": "fetch", "arguments": {"id": f"page:{DESIGN_DOCS}"}}
+    alice = (await modern_call(url, "tools/call", fetch, TOKENS["alice"])).json()["result"]
+    bob = (await modern_call(url, "tools/call", fetch, TOKENS["bob"])).json()["result"]
+    assert alice["isError"] is False and alice["structuredContent"]["id"] == f"page:{DESIGN_DOCS}"
+    assert bob["isError"] is True and bob["content"][0]["text"].startswith("not_found:")
