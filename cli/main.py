@@ -170,7 +170,9 @@ def serve(transport: Transport = Transport.http) -> None:
             server = create_server(services, fixed_identity(settings.mcp.stdio_principal), observe=receipts, limits=settings.mcp.limits)
             server.run(transport="stdio", show_banner=False)
         else:
-            server = create_server(services, http_identity, observe=receipts, auth=http_auth(settings.mcp), limits=settings.mcp.limits)
+            server = create_server(
+                services, http_identity, observe=receipts, auth=http_auth(settings.mcp), limits=settings.mcp.limits, tool_scopes=settings.mcp.oauth.tool_scopes
+            )
             server.run(
                 transport="http",
                 host=settings.mcp.host,

@@ -142,6 +142,11 @@ class OAuthSettings(BaseModel):
         default_factory=list, description="Authorization servers named in the metadata. Default: the issuer."
     )
     required_scopes: list[str] = Field(default_factory=list, description="Scopes every token must carry, e.g. `[\"wayfinder\"]`.")
+    tool_scopes: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description='Scopes a token needs to see and call a tool, per tool, e.g. `{"fetch": ["wayfinder:read"]}`; a tool not '
+        "named needs only the required scopes.",
+    )
     clock_skew_s: int = Field(
         60, ge=0, le=600, description="Seconds a token's `nbf` and `iat` may lie ahead of this server's clock. Expiry is never extended."
     )

@@ -121,6 +121,8 @@ def http_auth(mcp: MCPSettings) -> AuthProvider:
     development tokens."""
     oauth = mcp.oauth
     if oauth.issuer is None:
+        if oauth.required_scopes or oauth.tool_scopes:  # scopes would restrict nothing: refuse, never ignore
+            raise ConfigurationError("WAYFINDER_MCP__OAUTH__REQUIRED_SCOPES and TOOL_SCOPES need WAYFINDER_MCP__OAUTH__ISSUER")
         return StaticTokens(mcp.tokens)
     if mcp.tokens:
         raise ConfigurationError("WAYFINDER_MCP__TOKENS are for development only: unset them when WAYFINDER_MCP__OAUTH__ISSUER is set")

@@ -10,6 +10,7 @@ import logging
 from typing import Any
 
 from fastmcp.exceptions import ToolError
+from fastmcp.exceptions import NotFoundError as UnknownComponent
 from fastmcp.exceptions import ValidationError as ArgumentsInvalid
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 
@@ -61,6 +62,8 @@ class ErrorMapping(Middleware):
             return await call_next(context)
         except ArgumentsInvalid as exc:
             raise ToolError(f"invalid_argument: {_describe(exc.__cause__ or exc)}") from exc
+        except UnknownComponent:  # no such tool, or one the token's scopes do not reach: the same answer
+            raise ToolError(f"invalid_argument: no tool named {context.message.name!r}; see tools/list", log_level=logging.DEBUG) from None
         except ToolError as exc:
             if exc.__cause__ is not None:
                 raise to_tool_error(exc.__cause__) from exc.__cause__

@@ -6,14 +6,14 @@ import base64
 import dataclasses
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastmcp import Context, FastMCP
-from fastmcp.server.auth import AuthProvider
+from fastmcp.server.auth import AuthProvider, require_scopes
 from fastmcp.tools import ToolResult
 from mcp.types import ImageContent, TextContent
 from pydantic import Field
@@ -23,6 +23,7 @@ from authz.base import Authorizer
 from authz.client import OpenFGAClient
 from authz.gate import DEFAULT_DEADLINE_S, Gate
 from authz.prefilter import ACL_FILE, AclFile
+from core.errors import ConfigurationError
 from core.models import Principal
 from core.settings import LimitSettings, MCPSettings, Settings
 from mcp_app.auth import Identify
@@ -95,10 +96,12 @@ def create_server(
     observe: Observer,
     auth: AuthProvider | None = None,
     limits: LimitSettings | None = None,
+    tool_scopes: Mapping[str, Sequence[str]] | None = None,
 ) -> FastMCP:
     """Build the server. ``observe`` sees each finished request's gate: :func:`audit_receipts` in
     production, a recorder in tests. ``limits``: per-principal rate, concurrency and deadline
-    (``wayfinder serve`` and the demo; tests and benchmarks that measure the tools leave them off)."""
+    (``wayfinder serve`` and the demo; tests and benchmarks that measure the tools leave them off).
+    ``tool_scopes``: tool → OAuth scopes a token needs to see and call it."""
 
     @asynccontextmanager
     async def lifespan(_: FastMCP) -> AsyncIterator[Services]:
@@ -119,6 +122,14 @@ def create_server(
         mask_error_details=True,
     )
 
+    registered: list[str] = []
+
+    def tool(name: str, **options: Any) -> Callable[[Any], Any]:
+        """A read-only tool; with ``tool_scopes`` naming it, only tokens with those scopes see or call it."""
+        registered.append(name)
+        scopes = (tool_scopes or {}).get(name)
+        return mcp.tool(name=name, annotations=READ_ONLY, auth=require_scopes(*scopes) if scopes else None, **options)
+
     @asynccontextmanager
     async def request(ctx: Context, tool: str) -> AsyncIterator[tuple[Services, Gate, dict[str, Any]]]:
         """One authorized request. Its receipt is observed whether it succeeds or fails, and any
@@ -136,7 +147,7 @@ def create_server(
             raise to_tool_error(exc) from None  # mapped here, so expected answers log no traceback
         observe(tool, gate, result)
 
-    @mcp.tool(annotations=READ_ONLY)
+    @tool("search")
     async def search(
         query: Annotated[str, Field(max_length=2000, description="What to look for, in words or exact identifiers.")],
         ctx: Context,
@@ -167,7 +178,7 @@ def create_server(
             result.update(notice=UNTRUSTED_NOTICE, **dataclasses.asdict(found))
         return result
 
-    @mcp.tool(annotations=READ_ONLY)
+    @tool("fetch")
     async def fetch(
         id: Annotated[str, Field(max_length=200, description="Page or issue id, e.g. 'page:27362069'.")],
         ctx: Context,
@@ -185,14 +196,14 @@ def create_server(
             result.update(notice=UNTRUSTED_NOTICE, instruction_like_text=instruction_flags(view.markdown))
         return result
 
-    @mcp.tool(annotations=READ_ONLY)
+    @tool("list_spaces")
     async def list_spaces(ctx: Context) -> dict[str, Any]:
         """The Confluence spaces and Jira projects you can see."""
         async with request(ctx, "list_spaces") as (opened, gate, result):
             result.update(await opened.navigator.list_spaces(gate))
         return result
 
-    @mcp.tool(annotations=READ_ONLY)
+    @tool("list_children")
     async def list_children(
         id: Annotated[str, Field(max_length=200, description="A space id ('space:HIVE') for its top pages, or a page id.")],
         ctx: Context,
@@ -206,7 +217,7 @@ def create_server(
             result["next_cursor"] = page.next_cursor
         return result
 
-    @mcp.tool(annotations=READ_ONLY)
+    @tool("get_ancestors")
     async def get_ancestors(
         id: Annotated[str, Field(max_length=200, description="A page id, e.g. 'page:27362069'.")], ctx: Context
     ) -> dict[str, Any]:
@@ -215,7 +226,7 @@ def create_server(
             result["ancestors"] = [dataclasses.asdict(c) for c in await opened.navigator.get_ancestors(gate, id)]
         return result
 
-    @mcp.tool(annotations=READ_ONLY)
+    @tool("get_tree")
     async def get_tree(
         id: Annotated[str, Field(max_length=200, description="A space id ('space:HIVE') or a page id.")],
         ctx: Context,
@@ -228,7 +239,7 @@ def create_server(
             result.update(dataclasses.asdict(tree))
         return result
 
-    @mcp.tool(annotations=READ_ONLY)
+    @tool("resolve_path")
     async def resolve_path(
         path: Annotated[
             str, Field(max_length=1000, description="Titles, parent first, e.g. 'HIVE/LanguageManual/LanguageManual DDL'.")
@@ -241,7 +252,7 @@ def create_server(
             result.update(dataclasses.asdict(await opened.navigator.resolve_path(gate, path)))
         return result
 
-    @mcp.tool(annotations=READ_ONLY)
+    @tool("related")
     async def related(
         id: Annotated[str, Field(max_length=200, description="A page or issue id, e.g. 'page:27362069'.")],
         ctx: Context,
@@ -254,7 +265,7 @@ def create_server(
             result.update({relation: [{"id": p.id, "title": p.title, "url": p.url} for p in pages] for relation, pages in found.items()})
         return result
 
-    @mcp.tool(annotations=READ_ONLY, output_schema=None)
+    @tool("fetch_image", output_schema=None)
     async def fetch_image(
         id: Annotated[str, Field(max_length=200, description="Image id from a page's Markdown, e.g. 'image:att27362100'.")],
         ctx: Context,
@@ -267,4 +278,7 @@ def create_server(
         picture = ImageContent(type="image", data=base64.b64encode(image.data).decode(), mime_type=image.media_type)
         return ToolResult(content=[picture, TextContent(type="text", text=json.dumps(result))])
 
+    unknown = sorted(set(tool_scopes or {}) - set(registered))
+    if unknown:
+        raise ConfigurationError(f"WAYFINDER_MCP__OAUTH__TOOL_SCOPES names no tool: {', '.join(unknown)} (tools: {', '.join(registered)})")
     return mcp

@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+from fastmcp import Client
 
 from core.settings import MCPSettings, OAuthSettings, Settings
 from devstack.serving import serving
@@ -62,8 +63,11 @@ def jwks_uri() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 async def oauth_url(indexed, services: Settings, jwks_uri: str):
-    mcp = MCPSettings(host=HOST, port=PORT, oauth=OAuthSettings(issuer=ISSUER, jwks_uri=jwks_uri))
-    server = create_server(partial(open_services, services), http_identity, auth=http_auth(mcp), observe=lambda *_: None)
+    oauth = OAuthSettings(issuer=ISSUER, jwks_uri=jwks_uri, tool_scopes={"fetch": ["wayfinder:read"]})
+    mcp = MCPSettings(host=HOST, port=PORT, oauth=oauth)
+    server = create_server(
+        partial(open_services, services), http_identity, auth=http_auth(mcp), observe=lambda *_: None, tool_scopes=oauth.tool_scopes
+    )
     async with serving(server, HOST, PORT) as url:
         yield url
 
@@ -71,6 +75,20 @@ async def oauth_url(indexed, services: Settings, jwks_uri: str):
 async def test_a_provider_token_for_this_server_reads_as_its_user(oauth_url: str) -> None:
     spaces = await call_with(oauth_url, tokens.mint(RESOURCE), "list_spaces")
     assert isinstance(spaces, dict) and "space:HIVE" in set(strings_in(spaces))
+
+
+async def test_a_tool_with_a_scope_is_seen_and_called_only_with_that_scope(oauth_url: str) -> None:
+    fetch = {"id": "page:27362075"}  # DesignDocs, which alice may read
+    for scope, shown in ((None, False), ("openid", False), ("openid wayfinder:read", True)):
+        token = tokens.mint(RESOURCE, scope=scope)
+        async with Client(oauth_url, auth=token) as client:
+            names = {tool.name for tool in await client.list_tools()}
+            assert ("fetch" in names) is shown and "search" in names, scope
+        answer = await call_with(oauth_url, token, "fetch", **fetch)
+        if shown:
+            assert isinstance(answer, dict) and answer["id"] == fetch["id"], scope
+        else:  # the same answer as for a tool that does not exist
+            assert answer == "invalid_argument: no tool named 'fetch'; see tools/list", scope
 
 
 async def test_the_metadata_names_this_resource_and_its_authorization_server(oauth_url: str) -> None:

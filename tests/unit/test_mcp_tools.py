@@ -65,6 +65,15 @@ async def test_hidden_and_missing_give_identical_errors():
     assert errors[0] == errors[1] and errors[0].startswith("not_found:")
 
 
+async def test_an_unknown_tool_is_an_invalid_argument_not_an_outage(caplog):
+    client, _ = await make_client("space:S", "page:1")
+    async with client:
+        with pytest.raises(ToolError) as failure:
+            await client.call_tool("fetch_everything", {})
+    assert str(failure.value) == "invalid_argument: no tool named 'fetch_everything'; see tools/list"
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
+
+
 async def test_tree_tools_show_the_visible_tree_and_hide_the_rest_alike():
     client, _ = await make_client("space:S", "page:1")
     async with client:

@@ -5,6 +5,8 @@ tests/e2e/test_mcp_oauth.py."""
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any
 
@@ -12,8 +14,10 @@ import pytest
 from fastmcp.server.auth import RemoteAuthProvider
 
 from core.errors import ConfigurationError
+from core.models import Principal
 from core.settings import MCPSettings, OAuthSettings
 from mcp_app.auth import OAuthTokens, StaticTokens, http_auth
+from mcp_app.server import create_server
 from tests import tokens
 from tests.tokens import ISSUER, KEY, OTHER_KEY
 
@@ -77,6 +81,18 @@ def test_oauth_settings_that_are_refused() -> None:
         http_auth(MCPSettings(oauth=OAuthSettings(issuer=ISSUER, public_key=key, jwks_uri="http://127.0.0.1:1/jwks")))
     with pytest.raises(ConfigurationError, match="never accepted"):
         http_auth(MCPSettings(oauth=OAuthSettings(issuer=ISSUER, public_key=key, algorithm="none")))
+    for restricting in ({"required_scopes": ["wayfinder"]}, {"tool_scopes": {"fetch": ["wayfinder:read"]}}):
+        with pytest.raises(ConfigurationError, match="need WAYFINDER_MCP__OAUTH__ISSUER"):
+            http_auth(MCPSettings(tokens={"t" * 40: "alice"}, oauth=OAuthSettings(**restricting)))
+
+
+def test_tool_scopes_must_name_tools() -> None:
+    @asynccontextmanager
+    async def no_services() -> AsyncIterator[None]:
+        yield None
+
+    with pytest.raises(ConfigurationError, match="names no tool: fetch_everything"):
+        create_server(no_services, lambda: Principal(user="alice"), observe=lambda *_: None, tool_scopes={"fetch_everything": ["x"]})
 
 
 def test_without_an_issuer_the_static_development_tokens_are_used() -> None:
