@@ -59,7 +59,7 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
     async with (
         OpenFGAClient(settings.openfga) as authorizer,
         Neo4jStore(settings.neo4j) as store,
-        semantic_index(settings) as index,
+        semantic_index(settings, queries_only=True) as index,
     ):
         navigator = Navigator(store)
         semantic = SemanticRetriever(index, navigator, settings.mcp.search_candidates, AclFile(settings.index_dir / ACL_FILE))

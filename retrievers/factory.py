@@ -24,12 +24,17 @@ def providers(settings: Settings, usage: Usage | None = None) -> tuple[Embedder,
 
 
 def semantic_index(
-    settings: Settings, usage: Usage | None = None, *, embedder: Embedder | None = None, extractor: Extractor | None = None
+    settings: Settings,
+    usage: Usage | None = None,
+    *,
+    embedder: Embedder | None = None,
+    extractor: Extractor | None = None,
+    queries_only: bool = False,
 ) -> LightRAGIndex:
     """The index with the configured providers and storage profile; a benchmark may pass its own
-    (e.g. counting) providers."""
+    (e.g. counting) providers. ``queries_only``: for serving (changes refused, less loaded)."""
     if embedder is None or extractor is None:
         configured_embedder, configured_extractor = providers(settings, usage)
         embedder, extractor = embedder or configured_embedder, extractor or configured_extractor
     engines = Engines(settings.postgres, settings.neo4j) if settings.lightrag.storage == "production" else None
-    return LightRAGIndex(settings.lightrag, settings.index_dir, embedder, extractor, engines=engines)
+    return LightRAGIndex(settings.lightrag, settings.index_dir, embedder, extractor, engines=engines, queries_only=queries_only)

@@ -188,6 +188,26 @@ _lightrag_logger.setLevel(logging.NOTSET)
 
 
 UNTRACEABLE = "untraceable"  # stands for a document a chunk no longer leads to
+#: file storages a query-only index never reads: the extraction cache (the largest file of an index
+#: after the vectors: 65 MB for the demo's), and the documents' full text
+NOT_FOR_QUERIES = ("llm_response_cache", "full_docs")
+
+
+class _NotLoaded:
+    """Stands in for a storage a query-only index does not load: any use is an error, never a
+    silent empty answer."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    async def initialize(self) -> None:
+        pass
+
+    async def finalize(self) -> None:
+        pass
+
+    def __getattr__(self, attribute: str) -> Any:
+        raise IndexError_(f"the index is open for queries only: its {self._name} is not loaded ({attribute})")
 
 
 class LightRAGIndex:
@@ -197,12 +217,22 @@ class LightRAGIndex:
     _open: ClassVar[list[LightRAGIndex]] = []  # LightRAG's shared state is process-global
 
     def __init__(
-        self, settings: LightRAGSettings, working_dir: Path, embedder: Embedder, extractor: Extractor, *, engines: Engines | None = None
+        self,
+        settings: LightRAGSettings,
+        working_dir: Path,
+        embedder: Embedder,
+        extractor: Extractor,
+        *,
+        engines: Engines | None = None,
+        queries_only: bool = False,
     ) -> None:
+        """``queries_only``: the index answers queries and refuses changes, and leaves unloaded the
+        file storages only changes read (:data:`NOT_FOR_QUERIES`): the MCP server's index."""
         if (engines is None) != (settings.storage == "files"):
             raise ConfigurationError(f"the {settings.storage!r} storage profile needs {'its servers' if engines is None else 'no servers'}")
         self._settings = settings
         self._engines = engines
+        self._queries_only = queries_only
         self._working_dir = working_dir
         self._embedder = embedder
         self._extractor = extractor
@@ -282,6 +312,9 @@ class LightRAGIndex:
         try:
             with self._engine_environment():
                 self._rag = self._build()
+                if self._queries_only and self._engines is None:
+                    for name in NOT_FOR_QUERIES:
+                        setattr(self._rag, name, _NotLoaded(name))
                 await self._rag.initialize_storages()
         except (ConfigurationError, InvalidArgument):
             raise
@@ -418,6 +451,11 @@ class LightRAGIndex:
             self._lexical = LexicalIndex()
             self._row_docs.clear()
 
+    def _require_writable(self) -> Any:
+        if self._queries_only:
+            raise ConfigurationError(f"the index {self._where} is open for queries only")
+        return self._require_open()
+
     def _require_open(self) -> Any:
         if self._rag is None:
             raise ConfigurationError("LightRAGIndex used outside `async with`")
@@ -430,7 +468,7 @@ class LightRAGIndex:
     async def upsert(
         self, docs: Sequence[IndexDocument], on_progress: Callable[[int], None] | None = None, *, remove: Sequence[str] = ()
     ) -> None:
-        rag = self._require_open()
+        rag = self._require_writable()
         for doc in docs:
             if not doc.doc_id or "/" in doc.doc_id or "\\" in doc.doc_id:
                 raise InvalidArgument(f"document id {doc.doc_id!r} must be non-empty without path separators")
@@ -508,7 +546,7 @@ class LightRAGIndex:
                 raise IndexError_(f"LightRAG did not process {doc_id}: {state} {error or ''}".strip())
 
     async def delete(self, doc_ids: Sequence[str]) -> None:
-        self._require_open()
+        self._require_writable()
         async with self._flushes_deferred():
             await self._delete(doc_ids)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import ConfigurationError, InvalidArgument
+from core.errors import ConfigurationError, IndexError_, InvalidArgument
 from core.providers.local import LocalEmbedder, LocalExtractor
 from core.settings import LightRAGSettings
 from retrievers import lightrag_adapter
@@ -273,3 +273,24 @@ async def test_an_unchanged_page_is_not_indexed_again(tmp_path: Path, embedder: 
         await index.upsert([*docs[:2], IndexDocument("page:3", "Apache Spark now reads Iceberg tables.")])
         assert await index.indexed_doc_ids() == {"page:1", "page:2", "page:3"}
     assert witness.asked and all("Iceberg" in text for text in witness.asked)
+
+
+async def test_an_index_open_for_queries_answers_alike_refuses_changes_and_leaves_the_cache_unloaded(
+    tmp_path: Path, embedder: LocalEmbedder, extractor: LocalExtractor
+) -> None:
+    query = "How does HiveServer2 talk to JDBC clients?"
+    async with open_index(tmp_path, embedder, extractor) as index:
+        await index.upsert(DOCS)
+    async with open_index(tmp_path, embedder, extractor) as index:  # scores as read back from the files
+        written = await index.query(query, top_k=5)
+    files = {path.name: path.read_bytes() for path in (tmp_path / "test").iterdir()}
+    served = LightRAGIndex(LightRAGSettings(workspace="test"), tmp_path, embedder, extractor, queries_only=True)
+    async with served as index:
+        answered = await index.query(query, top_k=5)
+        assert answered == written and await index.entities_of(["page:1"]) != []
+        for change in (lambda: index.upsert(DOCS[:1]), lambda: index.delete(["page:1"])):
+            with pytest.raises(ConfigurationError, match="queries only"):
+                await change()
+        with pytest.raises(IndexError_, match="not loaded"):  # never loaded, never read
+            await index._rag.llm_response_cache.get_by_id("anything")
+    assert {path.name: path.read_bytes() for path in (tmp_path / "test").iterdir()} == files  # nothing written
