@@ -48,7 +48,7 @@ def cut(text: str, start: int, max_tokens: int) -> int:
     if len(ends) <= max_tokens:
         return len(text)
     window = text[start : ends[max_tokens - 1]]
-    half = len(text[start : ends[max(max_tokens // 2 - 1, 0)]])
+    half = ends[max(max_tokens // 2 - 1, 0)] - start
     paragraph, line = window.rfind("\n\n"), window.rfind("\n")
     if paragraph >= half:
         return start + paragraph + 2

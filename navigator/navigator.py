@@ -386,36 +386,52 @@ class Navigator:
 
 
 _BAD_CURSOR = "invalid cursor: pass the next_cursor of the previous list_children call unchanged"
-
-
 _BAD_PART = "invalid cursor: pass the next_cursor of the previous fetch of this page and section unchanged"
 
 
+def _pack(fields: dict[str, object]) -> str:
+    """A cursor: its fields as URL-safe base64 JSON (opaque to callers, checked when it comes back)."""
+    return base64.urlsafe_b64encode(json.dumps(fields, separators=(",", ":")).encode()).decode().rstrip("=")
+
+
+def _unpack(cursor: object) -> dict[str, object]:
+    """A cursor's fields; empty for anything that is not a cursor of ours."""
+    if not isinstance(cursor, str) or len(cursor) > MAX_CURSOR_CHARS:
+        return {}
+    try:
+        data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    except (binascii.Error, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def _encode_part(page_id: str, section: str | None, at: int, version: str) -> str:
-    raw = json.dumps({"page": page_id, "section": section, "at": at, "version": version}, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return _pack({"page": page_id, "section": section, "at": at, "version": version})
 
 
 def _decode_part(cursor: str, page_id: str, section: str | None) -> tuple[int, str]:
     """(where the part starts, which text it is a part of) for a fetch of ``page_id``/``section``."""
-    if isinstance(cursor, str) and len(cursor) <= MAX_CURSOR_CHARS:
-        try:
-            data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-            if data["page"] == page_id and data["section"] == section and type(data["at"]) is int and isinstance(data["version"], str):
-                return data["at"], data["version"]
-        except (binascii.Error, ValueError, KeyError, TypeError):
-            pass
+    data = _unpack(cursor)
+    at, version = data.get("at"), data.get("version")
+    if data.get("page") == page_id and "section" in data and data["section"] == section and type(at) is int and isinstance(version, str):
+        return at, version
     raise InvalidArgument(_BAD_PART)
 
 
 def _encode_cursor(node_id: str, last_id: str) -> str:
-    raw = json.dumps({"node": node_id, "after": last_id}, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return _pack({"node": node_id, "after": last_id})
 
 
 def _decode_cursor(cursor: str, node_id: str) -> str:
-    if not isinstance(cursor, str) or len(cursor) > MAX_CURSOR_CHARS:
-        raise InvalidArgument(_BAD_CURSOR)
+    data = _unpack(cursor)
+    after = data.get("after")
+    if data.get("node") == node_id and isinstance(after, str):
+        try:
+            ids.parse(after)
+            return after
+        except InvalidArgument:
+            pass
+    raise InvalidArgument(_BAD_CURSOR)
     try:
         data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
         if data["node"] == node_id and isinstance(data["after"], str):
