@@ -3,10 +3,14 @@ with ours), built once into the cache directory outside the repository.
 
 * ``mcp-atlassian`` (PyPI, pinned): the keyword-search Atlassian MCP server, run over stdio
   against a Confluence site and its Jira — the emulator in tests, evaluations and benchmarks.
+* the MCP conformance suite and the MCP Inspector CLI (npm, pinned with their lock file in
+  ``devstack/mcp-clients``), with the Node.js 22 they need from the same registry: real clients
+  the e2e tests point at Wayfinder's server.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -17,6 +21,7 @@ from core.errors import ServiceError
 from core.settings import Settings
 
 MCP_ATLASSIAN_VERSION = "0.23.1"
+MCP_CLIENTS = Path(__file__).parent / "mcp-clients"
 
 
 def mcp_atlassian(settings: Settings) -> Path:
@@ -53,3 +58,39 @@ def mcp_atlassian_environment(url: str, *, token: str, username: str | None = No
         else:
             env |= {f"{product}_USERNAME": username, f"{product}_API_TOKEN": token}
     return env
+
+
+def mcp_clients(settings: Settings) -> Path:
+    """The folder of the installed npm clients (``node_modules/.bin`` holds ``node``,
+    ``conformance`` and ``mcp-inspector-cli``), installed with ``npm ci`` on first use into a
+    folder named by the lock file's hash, so a new pin installs beside the old one."""
+    lock = (MCP_CLIENTS / "package-lock.json").read_bytes()
+    home = settings.cache_dir / "mcp-clients" / hashlib.sha256(lock).hexdigest()[:16]
+    done = home / ".installed"
+    if not done.is_file():
+        npm = shutil.which("npm")
+        if npm is None:
+            raise ServiceError("the MCP conformance suite and Inspector are installed with npm: install Node.js and npm")
+        shutil.rmtree(home, ignore_errors=True)  # a half-built one from an interrupted run
+        home.mkdir(parents=True)
+        for name in ("package.json", "package-lock.json"):
+            shutil.copyfile(MCP_CLIENTS / name, home / name)
+        install = subprocess.run(
+            [npm, "ci", "--no-audit", "--no-fund"], cwd=home, capture_output=True, text=True, check=False
+        )
+        if install.returncode != 0:
+            raise ServiceError(f"could not install the MCP clients with npm ci:\n{install.stderr[-2000:]}")
+        done.write_text("ok\n")
+    return home
+
+
+def node_environment(clients: Path) -> dict[str, str]:
+    """The environment that runs the npm clients on their own Node.js (their scripts start with
+    ``#!/usr/bin/env node``) and keeps them off any proxy for loopback."""
+    bin_dir = clients / "node_modules" / ".bin"
+    return {
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "HOME": os.environ.get("HOME", "/tmp"),
+        "NO_PROXY": "127.0.0.1,localhost",
+        "NO_COLOR": "1",
+    }

@@ -4,11 +4,12 @@ tests), so the caller can compose it with its own authorizer and stop it determi
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import uvicorn
 from fastmcp import FastMCP
+from starlette.types import ASGIApp
 
 from core.errors import ServiceError
 from core.settings import MCPSettings
@@ -18,11 +19,14 @@ START_DEADLINE_S = 120
 
 
 @asynccontextmanager
-async def serving(server: FastMCP, host: str, port: int) -> AsyncIterator[str]:
+async def serving(
+    server: FastMCP, host: str, port: int, *, wrap: Callable[[ASGIApp], ASGIApp] | None = None
+) -> AsyncIterator[str]:
     """Run ``server`` at ``http://host:port/mcp`` (the URL is yielded) until the block ends, with
-    the Host and Origin checks of ``wayfinder serve``. Port 0 takes a free port."""
-    app = server.http_app(path="/mcp", **http_guard(MCPSettings()))
-    config = uvicorn.Config(app, host=host, port=port, lifespan="on", log_level="warning")
+    the Host and Origin checks of ``wayfinder serve``; ``wrap`` puts an ASGI layer in front of the
+    whole app (a test's). Port 0 takes a free port."""
+    app: ASGIApp = server.http_app(path="/mcp", **http_guard(MCPSettings()))
+    config = uvicorn.Config(wrap(app) if wrap else app, host=host, port=port, lifespan="on", log_level="warning")
     uv = uvicorn.Server(config)
     task = asyncio.create_task(uv.serve())
     try:
