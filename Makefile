@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install demo test test-unit eval leak-suite bench-authz bench-nav bench-incremental bench-incremental-production bench-index bench-index-scale bench-index-production bench-semantic services-up services-down clean
+.PHONY: install demo test test-unit eval leak-suite bench-authz bench-nav bench-incremental bench-incremental-production bench-index bench-index-scale bench-index-production bench-semantic bench-mcp services-up services-down clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,12 @@ eval: install
 # stack; the first run indexes 5,490 pages (about 100 minutes), later runs reuse them.
 bench-semantic: install
 	$(BIN)/wayfinder bench-semantic
+
+# 50 MCP clients over HTTP for 60 s, each a user of its own, every answer checked against the leak
+# oracle; report in .wayfinder/reports/bench-mcp.json. On the leak suite's stack and index (the
+# first of the two to run indexes the Hive space, about 15 minutes).
+bench-mcp: install
+	$(BIN)/wayfinder bench-mcp
 
 # Every page as every principal over MCP, with canaries; report in .wayfinder/reports/leak-suite.json.
 # Own stack and ports; the first run indexes the Hive space (about 15 minutes), later runs reuse it.

@@ -251,6 +251,22 @@ def bench_index(
         raise _fail(exc) from exc
 
 
+@app.command("bench-mcp")
+def bench_mcp(
+    clients: int = typer.Option(50, min=1, help="MCP clients at once, each a user of its own."),
+    seconds: float = typer.Option(60.0, min=1.0, help="How long they call."),
+) -> None:
+    """Many MCP clients over HTTP at once, each answer checked against the leak oracle: errors, leaks, latency, server memory."""
+    from devstack.bench_mcp import run_bench_mcp
+
+    try:
+        report = asyncio.run(run_bench_mcp(Settings(), console, clients=clients, duration_s=seconds))
+    except WayfinderError as exc:
+        raise _fail(exc) from exc
+    if report["errors"] or report["leaks"]:
+        raise typer.Exit(code=1)
+
+
 @app.command("bench-semantic")
 def bench_semantic() -> None:
     """Recall when a user sees 5%, 1% or 0.3% of a 20,000-chunk corpus: pre-filter, post-filter and a per-user oracle side by side."""

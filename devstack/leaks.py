@@ -132,12 +132,10 @@ async def leak_target(
             yield Target(url, oracle, tokens, list(canaries), evidence, settings.openfga.check_timeout_s), environment
 
 
-async def run_leak_suite(settings: Settings, console: Console) -> Report:
-    """Sync the emulated Hive space (with canaries) onto the suite's own stack, run every
-    category, write and show the report."""
-    site = Site()
-    await seed_hive(site, settings.corpus_dir)
-    canaries = plant_canaries(site, ["HIVE"])
+@asynccontextmanager
+async def synced_suite_stack(settings: Settings, site: Site, console: Console) -> AsyncIterator[Settings]:
+    """Serve ``site`` from the emulator, start the suite's stack and sync the site onto it; yield
+    the stack's settings, and stop it when the block ends."""
     with serving_site(Emulator(site, secrets.token_urlsafe(32))) as site_url:
         own = synced_from(suite_settings(settings), site_url)
         for status in stack.up(own):
@@ -145,11 +143,21 @@ async def run_leak_suite(settings: Settings, console: Console) -> Report:
         try:
             async with RawStore.for_settings(own) as store:
                 await run_sync(own, ConfluenceRestSource(own.confluence, own.confluence.url or ""), store, console)
-            async with leak_target(own, site_view(site, ["HIVE"]), canaries) as (target, environment):
-                console.print(f"probing {len(target.oracle.pages)} pages as {len(ACTORS)} principals at {target.url}")
-                report = await LeakSuite(target, environment).run()
+            yield own
         finally:
             stack.down(own)
+
+
+async def run_leak_suite(settings: Settings, console: Console) -> Report:
+    """Sync the emulated Hive space (with canaries) onto the suite's own stack, run every
+    category, write and show the report."""
+    site = Site()
+    await seed_hive(site, settings.corpus_dir)
+    canaries = plant_canaries(site, ["HIVE"])
+    async with synced_suite_stack(settings, site, console) as own:
+        async with leak_target(own, site_view(site, ["HIVE"]), canaries) as (target, environment):
+            console.print(f"probing {len(target.oracle.pages)} pages as {len(ACTORS)} principals at {target.url}")
+            report = await LeakSuite(target, environment).run()
     report.write(settings.data_dir / "reports" / REPORT)
     report.show(console)
     console.print(f"report: {settings.data_dir / 'reports' / REPORT}")

@@ -3,9 +3,9 @@ with ours), built once into the cache directory outside the repository.
 
 * ``mcp-atlassian`` (PyPI, pinned): the keyword-search Atlassian MCP server, run over stdio
   against a Confluence site and its Jira — the emulator in tests, evaluations and benchmarks.
-* the MCP conformance suite and the MCP Inspector CLI (npm, pinned with their lock file in
-  ``devstack/mcp-clients``), with the Node.js 22 they need from the same registry: real clients
-  the e2e tests point at Wayfinder's server.
+* the MCP conformance suite, the MCP Inspector CLI and js-tiktoken (npm, pinned with their lock
+  file in ``devstack/mcp-clients``), with the Node.js 22 they need from the same registry: real
+  clients the e2e tests point at Wayfinder's server, and a real tokenizer to count what it sends.
 """
 
 from __future__ import annotations
@@ -62,8 +62,9 @@ def mcp_atlassian_environment(url: str, *, token: str, username: str | None = No
 
 def mcp_clients(settings: Settings) -> Path:
     """The folder of the installed npm clients (``node_modules/.bin`` holds ``node``,
-    ``conformance`` and ``mcp-inspector-cli``), installed with ``npm ci`` on first use into a
-    folder named by the lock file's hash, so a new pin installs beside the old one."""
+    ``conformance`` and ``mcp-inspector-cli``) and of the scripts beside the lock file
+    (``count-tokens.mjs``), installed with ``npm ci`` on first use into a folder named by the
+    lock file's hash, so a new pin installs beside the old one."""
     lock = (MCP_CLIENTS / "package-lock.json").read_bytes()
     home = settings.cache_dir / "mcp-clients" / hashlib.sha256(lock).hexdigest()[:16]
     done = home / ".installed"
@@ -81,6 +82,8 @@ def mcp_clients(settings: Settings) -> Path:
         if install.returncode != 0:
             raise ServiceError(f"could not install the MCP clients with npm ci:\n{install.stderr[-2000:]}")
         done.write_text("ok\n")
+    for script in MCP_CLIENTS.glob("*.mjs"):  # beside their node_modules, which they import from
+        shutil.copyfile(script, home / script.name)
     return home
 
 

@@ -113,6 +113,29 @@ class Answer:
     seconds: float
 
 
+async def call_tool(client: Client, tool: str, arguments: dict[str, Any]) -> Answer:
+    """One tool call on an open client, as an :class:`Answer` (a refusal is an answer too)."""
+    started = time.monotonic()
+    result = await client.call_tool_mcp(tool, arguments)
+    seconds = time.monotonic() - started
+    raw = json.dumps(
+        {"isError": result.is_error, "content": [c.model_dump() for c in result.content], "structured": result.structured_content},
+        sort_keys=True,
+    )
+    if result.is_error:
+        text = " ".join(getattr(c, "text", "") for c in result.content)
+        return Answer(text, None, raw, seconds)
+    return Answer(None, result.structured_content or {}, raw, seconds)
+
+
+def exposed(answer: Answer, hidden: set[str], canaries: Sequence[Canary] = ()) -> list[str]:
+    """The numeric ids of ``hidden`` pages, and the canaries planted in them, anywhere in an answer."""
+    hidden_numbers = {p.removeprefix("page:") for p in hidden}
+    found = sorted(n for n in set(_NUMBER.findall(answer.raw)) if n in hidden_numbers)
+    found += [c.phrase for c in canaries if c.page_id in hidden and c.phrase in answer.raw]
+    return found
+
+
 class LeakSuite:
     def __init__(self, target: Target, environment: Environment, actors: Sequence[Actor] = ACTORS) -> None:
         self.target = target
@@ -134,17 +157,7 @@ class LeakSuite:
             client = Client(self.target.url, auth=self.target.tokens[actor.name])
             await client.__aenter__()
             self._clients[actor.name] = client
-        started = time.monotonic()
-        result = await client.call_tool_mcp(tool, arguments)
-        seconds = time.monotonic() - started
-        raw = json.dumps(
-            {"isError": result.is_error, "content": [c.model_dump() for c in result.content], "structured": result.structured_content},
-            sort_keys=True,
-        )
-        if result.is_error:
-            text = " ".join(getattr(c, "text", "") for c in result.content)
-            return Answer(text, None, raw, seconds)
-        return Answer(None, result.structured_content or {}, raw, seconds)
+        return await call_tool(client, tool, arguments)
 
     @staticmethod
     def refusal(actor: Actor) -> str:
@@ -153,11 +166,7 @@ class LeakSuite:
         return "not_found:" if actor.live else "unauthenticated:"
 
     def exposed(self, answer: Answer, visible: set[str]) -> list[str]:
-        """Hidden page ids and hidden canaries anywhere in an answer."""
-        hidden_numbers = {p.removeprefix("page:") for p in self._all_pages - visible}
-        found = sorted(n for n in set(_NUMBER.findall(answer.raw)) if n in hidden_numbers)
-        found += [c.phrase for c in self.target.canaries if c.page_id not in visible and c.phrase in answer.raw]
-        return found
+        return exposed(answer, self._all_pages - visible, self.target.canaries)
 
     def judge(self, category: str, actor: Actor, what: str, verdict: Verdict, answer: Answer | None = None) -> None:
         """Record a probe; a clean verdict still becomes a leak if the answer exposes anything."""

@@ -24,6 +24,7 @@ from devstack.serving import serving
 from mcp_app.auth import StaticTokens, http_identity
 from mcp_app.server import create_server, open_services
 from tests.conftest import REPO
+from tests.e2e.test_mcp_http import modern_call
 from tests.e2e.test_stdio import environment
 
 pytestmark = pytest.mark.timeout(300)
@@ -31,6 +32,7 @@ pytestmark = pytest.mark.timeout(300)
 TOKENS = {user: f"clients-token-of-{user}".ljust(40, "x") for user in ("alice", "bob")}
 DESIGN_DOCS = "page:27362075"  # committers only: alice may read it, bob may not
 EXPECTED_FAILURES = Path(__file__).with_name("conformance-expected-failures.yml")
+TOOLS_LIST_BUDGET = 2000  # o200k tokens: what every agent pays for the tool definitions, each session
 STATEFUL = "2025-11-25"  # the initialize handshake (2025-06-18 clients run the same lifecycle)
 STATELESS = "2026-07-28"  # per-request _meta, server/discover
 SCENARIOS = [
@@ -78,13 +80,13 @@ async def url(indexed, services: Settings):
         yield served
 
 
-async def run(argv: list[str], *, cwd: Path, env: dict[str, str]) -> tuple[int, str, str]:
+async def run(argv: list[str], *, cwd: Path, env: dict[str, str], stdin: bytes | None = None) -> tuple[int, str, str]:
     """Run a client without blocking the event loop the server under test runs in: its exit
     code, standard output and standard error."""
     process = await asyncio.create_subprocess_exec(
-        *argv, cwd=cwd, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )
-    out, err = await asyncio.wait_for(process.communicate(), timeout=240)
+    out, err = await asyncio.wait_for(process.communicate(stdin), timeout=240)
     return process.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace")
 
 
@@ -140,3 +142,16 @@ async def test_inspector_over_stdio_reads_as_the_configured_user(clients: Path, 
     assert [space["id"] for space in alice["structuredContent"]["spaces"]] == ["space:HIVE"]
     page = await inspector(clients, sys.executable, tool="fetch", server_args=serve, env=stdio_env | {"WAYFINDER_MCP__STDIO_PRINCIPAL": "bob"}, id=DESIGN_DOCS)
     assert page["isError"] and page["content"][0]["text"].startswith("not_found:")
+
+
+async def test_tools_list_fits_an_agents_context(clients: Path, url: str):
+    """The whole tools/list answer as it crosses the wire, counted with OpenAI's o200k_base
+    encoding (js-tiktoken), stays within the budget."""
+    listed = await modern_call(url, "tools/list", {}, TOKENS["alice"])
+    assert listed.status_code == 200 and len(listed.json()["result"]["tools"]) == 9
+    modules = clients / "node_modules"
+    code, output, errors = await run(
+        [str(modules / ".bin" / "node"), str(clients / "count-tokens.mjs")], cwd=clients, env=node_environment(clients), stdin=listed.content
+    )
+    assert code == 0, errors[-2000:]
+    assert 0 < int(output) <= TOOLS_LIST_BUDGET, f"tools/list is {int(output)} tokens"

@@ -79,7 +79,7 @@ async def test_every_tool_is_described_and_read_only():
     for tool in tools:
         assert tool.description and len(tool.description) > 20
         assert tool.annotations.read_only_hint is True
-    assert sum(len(str(t.model_dump())) for t in tools) < 8000  # tools/list stays small (~2k tokens)
+    # tools/list's size in tokens is counted with a real tokenizer in tests/e2e/test_mcp_clients.py
 
 
 def test_fake_authorizer_satisfies_the_protocol():
