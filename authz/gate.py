@@ -30,6 +30,7 @@ from authz.tuples import can_view, holds_live_grant
 from core import ids
 from core.errors import AuthorizationUnavailable, InvalidArgument, NotFound, Unauthenticated
 from core.models import Principal
+from core.telemetry import span
 
 DEFAULT_DEADLINE_S = 3.0
 
@@ -92,8 +93,9 @@ class Gate:
             raise AuthorizationUnavailable(f"authorization took longer than {self.deadline_s}s for this request")
         started = time.monotonic()
         try:
-            async with asyncio.timeout(remaining):
-                answers = await self.authorizer.batch_check(checks)
+            with span("authz.batch_check", checks=len(checks)):
+                async with asyncio.timeout(remaining):
+                    answers = await self.authorizer.batch_check(checks)
         except AuthorizationUnavailable:
             raise
         except TimeoutError as exc:

@@ -159,19 +159,28 @@ def serve(transport: Transport = Transport.http) -> None:
     from functools import partial
 
     from authz.audit import audit_key
+    from core.telemetry import Metrics, tracing
     from mcp_app.auth import fixed_identity, http_auth, http_identity
     from mcp_app.server import audit_receipts, create_server, http_guard, open_services
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     settings = Settings()
+    telemetry = settings.mcp.telemetry
+    tracer = tracing(telemetry)
+    metrics = Metrics() if telemetry.metrics_port is not None else None
     try:
         services, receipts = partial(open_services, settings), audit_receipts(audit_key(settings))
+        if metrics is not None and telemetry.metrics_port is not None:
+            metrics.serve(telemetry.metrics_host, telemetry.metrics_port)
         if transport is Transport.stdio:
-            server = create_server(services, fixed_identity(settings.mcp.stdio_principal), observe=receipts, limits=settings.mcp.limits)
+            server = create_server(
+                services, fixed_identity(settings.mcp.stdio_principal), observe=receipts, limits=settings.mcp.limits, metrics=metrics
+            )
             server.run(transport="stdio", show_banner=False)
         else:
             server = create_server(
-                services, http_identity, observe=receipts, auth=http_auth(settings.mcp), limits=settings.mcp.limits, tool_scopes=settings.mcp.oauth.tool_scopes
+                services, http_identity, observe=receipts, auth=http_auth(settings.mcp), limits=settings.mcp.limits,
+                tool_scopes=settings.mcp.oauth.tool_scopes, metrics=metrics,
             )
             server.run(
                 transport="http",
@@ -183,6 +192,9 @@ def serve(transport: Transport = Transport.http) -> None:
             )
     except WayfinderError as exc:
         raise _fail(exc) from exc
+    finally:
+        if tracer is not None:
+            tracer.shutdown()  # sends the spans still batched
 
 
 @app.command()

@@ -164,6 +164,24 @@ class LimitSettings(BaseModel):
     max_request_bytes: int = Field(262_144, ge=1024, description="Largest HTTP request body; a larger one gets HTTP 413.")
 
 
+class TelemetrySettings(BaseModel):
+    """Traces and metrics of the MCP server; both off unless set. Neither carries page text, ids or
+    who asked: spans hold tool names, counts and timings only."""
+
+    otlp_endpoint: str | None = Field(
+        None,
+        description="OTLP/HTTP endpoint the server sends its traces to, e.g. `http://127.0.0.1:4318/v1/traces`: a span "
+        "per tool call with child spans for the authorization gate, OpenFGA, the index and Neo4j. Unset: no traces.",
+    )
+    metrics_port: int | None = Field(
+        None,
+        description="Port of a Prometheus `/metrics` endpoint on `metrics_host`: latency per tool, checks and denials, "
+        "errors by kind, tokens returned. Unset: no metrics endpoint.",
+    )
+    metrics_host: str = Field("127.0.0.1", description="Address the metrics endpoint binds to.")
+    service_name: str = Field("wayfinder", description="`service.name` of the traces.")
+
+
 class MCPSettings(BaseModel):
     """The MCP server."""
 
@@ -191,6 +209,7 @@ class MCPSettings(BaseModel):
     )
     oauth: OAuthSettings = Field(default_factory=OAuthSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     search_candidates: int = Field(
         60,
         ge=20,

@@ -26,10 +26,12 @@ from authz.prefilter import ACL_FILE, AclFile
 from core.errors import ConfigurationError
 from core.models import Principal
 from core.settings import LimitSettings, MCPSettings, Settings
+from core.telemetry import Metrics, response_tokens
 from mcp_app.auth import Identify
 from mcp_app.errors import ErrorMapping, to_tool_error
 from mcp_app.hygiene import UNTRUSTED_NOTICE, instruction_flags
 from mcp_app.limits import BodyLimit, Limits
+from mcp_app.metrics import Measure, note_gate
 from navigator.navigator import FETCH_TOKENS, Navigator
 from navigator.store import Neo4jStore
 from retrievers.factory import semantic_index
@@ -70,7 +72,9 @@ def audit_receipts(key: bytes) -> Observer:
     """Writes each request's receipt to the ``wayfinder.audit`` log (DESIGN.md A9)."""
 
     def write(tool: str, gate: Gate, result: dict[str, Any]) -> None:
-        audit.info(json.dumps({"tool": tool, "outcome": result.get("error", "ok"), **gate.receipt(key)}))
+        outcome = result.get("error", "ok")
+        tokens = 0 if "error" in result else response_tokens(result)
+        audit.info(json.dumps({"tool": tool, "outcome": outcome, "tokens": tokens, **gate.receipt(key)}))
 
     return write
 
@@ -97,11 +101,13 @@ def create_server(
     auth: AuthProvider | None = None,
     limits: LimitSettings | None = None,
     tool_scopes: Mapping[str, Sequence[str]] | None = None,
+    metrics: Metrics | None = None,
 ) -> FastMCP:
     """Build the server. ``observe`` sees each finished request's gate: :func:`audit_receipts` in
     production, a recorder in tests. ``limits``: per-principal rate, concurrency and deadline
     (``wayfinder serve`` and the demo; tests and benchmarks that measure the tools leave them off).
-    ``tool_scopes``: tool → OAuth scopes a token needs to see and call it."""
+    ``tool_scopes``: tool → OAuth scopes a token needs to see and call it. ``metrics``: each call
+    measured (latency, outcome, checks, tokens) for the Prometheus endpoint."""
 
     @asynccontextmanager
     async def lifespan(_: FastMCP) -> AsyncIterator[Services]:
@@ -118,7 +124,11 @@ def create_server(
         ),
         lifespan=lifespan,
         auth=auth,
-        middleware=[ErrorMapping(), *([Limits(limits, identify)] if limits is not None else [])],
+        middleware=[
+            *([Measure(metrics)] if metrics is not None else []),
+            ErrorMapping(),
+            *([Limits(limits, identify)] if limits is not None else []),
+        ],
         mask_error_details=True,
     )
 
@@ -139,6 +149,7 @@ def create_server(
             gate = opened.gate(identify())
         except Exception as exc:
             raise to_tool_error(exc) from None
+        note_gate(gate)
         result: dict[str, Any] = {}
         try:
             yield opened, gate, result

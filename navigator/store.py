@@ -16,6 +16,7 @@ from neo4j import AsyncGraphDatabase
 from core.errors import ConfigurationError, NavigatorUnavailable
 from core.models import Image, Issue, Page, Project, Space
 from core.settings import Neo4jSettings
+from core.telemetry import span
 from core.text import title_key
 from navigator import cypher
 from navigator.base import ChildPage, Crumb, PageContent, PageSummary
@@ -78,11 +79,12 @@ class Neo4jStore:
             raise NavigatorUnavailable(f"Neo4j is unreachable at {self._settings.uri}: {type(exc).__name__}") from exc
 
     async def _read(self, query: str, **params: Any) -> list[dict[str, Any]]:
-        async with self._translated() as driver:
-            result = await driver.execute_query(
-                query, params, database_=self._settings.database, routing_=neo4j.RoutingControl.READ
-            )
-            return [record.data() for record in result.records]
+        with span("neo4j.read"):
+            async with self._translated() as driver:
+                result = await driver.execute_query(
+                    query, params, database_=self._settings.database, routing_=neo4j.RoutingControl.READ
+                )
+                return [record.data() for record in result.records]
 
     async def _write(self, query: str, **params: Any) -> None:
         async with self._translated() as driver:

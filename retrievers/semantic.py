@@ -33,6 +33,7 @@ from authz.gate import Gate
 from authz.prefilter import AclFile
 from core import ids
 from core.errors import InvalidArgument
+from core.telemetry import span
 from navigator.navigator import Navigator
 from navigator.base import PageSummary
 from retrievers.base import ChunkHit, GraphHit, RawResults, SemanticIndex
@@ -166,7 +167,8 @@ class SemanticRetriever:
         # ones are considered (A4), short of the cap.
         keys = self._acl.current() if self._acl is not None else None
         within = await prefilter.admissible(gate, keys, candidate_spaces) if keys is not None else None
-        raw = await self._index.query(query, self._candidates, within)
+        with span("index.query", candidates=self._candidates):
+            raw = await self._index.query(query, self._candidates, within)
         chunks, graph = _relevant_candidates(raw, query)
         lexical = raw.lexical
 
@@ -187,7 +189,8 @@ class SemanticRetriever:
         # Only now, through items the caller may see, are further chunks reached.
         known = {c.chunk_id: c for c in [*chunks, *lexical]}
         reached = [cid for g in graph for cid in g.chunk_ids if cid not in known]
-        expanded = await self._index.chunks(reached) if reached else []
+        with span("index.chunks", chunks=len(reached)):
+            expanded = await self._index.chunks(reached) if reached else []
         known.update((c.chunk_id, c) for c in expanded if c.doc_id in candidates)
         channels = _channels(chunks, lexical, graph, known)
         bridges = await self._bridges(gate, _fuse(channels), candidates.keys())

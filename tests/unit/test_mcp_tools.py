@@ -26,7 +26,7 @@ PAGES = [
 ]
 
 
-async def make_client(*visible: str, unavailable: bool = False):
+async def make_client(*visible: str, unavailable: bool = False, **options):
     store = FakeNavigatorStore()
     await store.sync_space(SPACE, PAGES)
     index = FakeSemanticIndex()
@@ -39,7 +39,7 @@ async def make_client(*visible: str, unavailable: bool = False):
     async def services():
         yield Services(authorizer, navigator, SemanticRetriever(index, navigator, candidates=40))
 
-    server = create_server(services, lambda: Principal(user="bob"), observe=lambda *seen: observed.append(seen))
+    server = create_server(services, lambda: Principal(user="bob"), observe=lambda *seen: observed.append(seen), **options)
     return Client(server), observed
 
 
