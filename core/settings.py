@@ -160,7 +160,11 @@ class LimitSettings(BaseModel):
     max_concurrent: int = Field(
         8, ge=1, description="Tool calls of one principal running at the same time; more are refused with `rate_limited`."
     )
-    deadline_s: float = Field(30.0, gt=0, description="Longest a tool call may run; past it the call is stopped and answers `unavailable`.")
+    max_running: int = Field(
+        8, ge=1, description="Tool calls the server runs at the same time, whoever asks; more wait their turn, first come "
+        "first served (within their deadline), so the backends are never asked more than they can answer in time.",
+    )
+    deadline_s: float = Field(30.0, gt=0, description="Longest a tool call may run, its wait for a turn included; past it the call is stopped and answers `unavailable`.")
     max_request_bytes: int = Field(262_144, ge=1024, description="Largest HTTP request body; a larger one gets HTTP 413.")
 
 

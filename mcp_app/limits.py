@@ -34,13 +34,15 @@ class _Budget:
 
 
 class Limits(Middleware):
-    """Per-principal limits on tool calls. ``principal`` names the caller of the call being served
-    (the same function the tools use); a caller it cannot name is left to the tool, which refuses
-    it."""
+    """Per-principal limits on tool calls, and turns: at most ``max_running`` calls run at once,
+    the others wait first come, first served. ``principal`` names the caller of the call being
+    served (the same function the tools use); a caller it cannot name is left to the tool, which
+    refuses it."""
 
     def __init__(self, limits: LimitSettings, principal: Callable[[], Principal], clock: Callable[[], float] = time.monotonic) -> None:
         self._limits, self._principal, self._clock = limits, principal, clock
         self._budgets: dict[Principal, _Budget] = {}
+        self._turns: asyncio.Semaphore | None = None  # made on first use, in the server's event loop
 
     def _budget(self, who: Principal) -> _Budget:
         now = self._clock()
@@ -73,8 +75,10 @@ class Limits(Middleware):
             raise ToolError(f"rate_limited: {budget.running} of your calls are still running; retry when one has finished")
         budget.tokens -= 1
         budget.running += 1
+        if self._turns is None:
+            self._turns = asyncio.Semaphore(limits.max_running)
         try:
-            async with asyncio.timeout(limits.deadline_s):
+            async with asyncio.timeout(limits.deadline_s), self._turns:
                 return await call_next(context)
         except TimeoutError:
             raise ToolError(f"unavailable: the call took longer than {limits.deadline_s:g} s and was stopped; retry, or ask for less") from None

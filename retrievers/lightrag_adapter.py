@@ -65,6 +65,7 @@ from core.files import write_atomically
 from core.providers.base import Embedder, Extractor
 from core.providers.local import LocalEmbedder, RegexTokenizer
 from core.settings import LightRAGSettings, Neo4jSettings, PostgresSettings
+from core.telemetry import span
 from retrievers.base import ChunkHit, GraphHit, IndexDocument, RawResults
 from retrievers.lexical import LexicalEntry, LexicalIndex
 from retrievers.lightrag_records import local_llm_func
@@ -138,9 +139,9 @@ def _contained_import() -> Iterator[None]:
 
 with _contained_import():
     import lightrag.kg.json_doc_status_impl  # noqa: F401  (imported now, under the guard)
-    import lightrag.kg.json_kv_impl  # noqa: F401
+    from lightrag.kg.json_kv_impl import JsonKVStorage
     from lightrag.kg.nano_vector_db_impl import NanoVectorDBStorage
-    import lightrag.kg.networkx_impl  # noqa: F401
+    from lightrag.kg.networkx_impl import NetworkXStorage
     import lightrag.operate as _lightrag_operate
     import lightrag.pipeline as _lightrag_pipeline
     from lightrag import LightRAG, QueryParam
@@ -632,36 +633,35 @@ class LightRAGIndex:
         rag = self._require_open()
         if top_k < 1:
             raise InvalidArgument("top_k must be at least 1")
-        high, low = await asyncio.to_thread(self._extractor.keywords, text)
+        with span("index.keywords"):
+            high, low = await asyncio.to_thread(self._extractor.keywords, text)
         probes = [text, ", ".join(low), ", ".join(high)]
         try:
-            vectors = await self._embedder.embed([p for p in probes if p], query=True)
+            with span("index.embed", texts=len([p for p in probes if p])):
+                vectors = await self._embedder.embed([p for p in probes if p], query=True)
             vector_of = dict(zip([p for p in probes if p], vectors, strict=True))
 
             async def nothing() -> list[dict[str, Any]]:
                 return []
 
             # The three channels are independent: with server engines their round trips overlap.
-            chunk_rows, entity_rows, relation_rows = await asyncio.gather(
-                self._nearest(rag.chunks_vdb, text, top_k, vector_of[text], lambda row: row["id"], within),
-                self._nearest(rag.entities_vdb, probes[1], top_k, vector_of[probes[1]], _entity_vdb_id, within) if low else nothing(),
-                self._nearest(rag.relationships_vdb, probes[2], top_k, vector_of[probes[2]], _relation_vdb_id, within) if high else nothing(),
-            )
+            with span("index.vectors"):
+                chunk_rows, entity_rows, relation_rows = await asyncio.gather(
+                    self._nearest(rag.chunks_vdb, text, top_k, vector_of[text], lambda row: row["id"], within),
+                    self._nearest(rag.entities_vdb, probes[1], top_k, vector_of[probes[1]], _entity_vdb_id, within) if low else nothing(),
+                    self._nearest(rag.relationships_vdb, probes[2], top_k, vector_of[probes[2]], _relation_vdb_id, within) if high else nothing(),
+                )
             # Entities the query names exactly come first: an identifier (a property, a class, an
             # error code) is the strongest evidence there is, and its vector may not be close.
             graph = rag.chunk_entity_relation_graph
-            named = list(await graph.get_nodes_batch(low)) if low else []
+            named = list(await _nodes(graph, low)) if low else []
             scored = [(name, 1.0) for name in named] + [
                 (row["entity_name"], float(row["distance"])) for row in entity_rows if row["entity_name"] not in named
             ]
             names = [name for name, _ in scored]
             pairs = [(row["src_id"], row["tgt_id"]) for row in relation_rows]
-            nodes = await graph.get_nodes_batch(names) if names else {}
-            edges = (
-                await graph.get_edges_batch([{"src": a, "tgt": b} for a, b in pairs])
-                if pairs
-                else {}
-            )
+            nodes = await _nodes(graph, names) if names else {}
+            edges = await _edges(graph, pairs) if pairs else {}
         except (ConfigurationError, InvalidArgument):
             raise
         except Exception as exc:
@@ -683,7 +683,8 @@ class LightRAGIndex:
             (f"{a} -> {b}", edges.get((a, b)) or {}, float(row["distance"]))
             for (a, b), row in zip(pairs, relation_rows, strict=True)
         ]
-        lexical_rows = await asyncio.to_thread(self._lexical.search, text, top_k, within)
+        with span("index.lexical"):
+            lexical_rows = await asyncio.to_thread(self._lexical.search, text, top_k, within)
         # The lexical channel holds its chunks' text: no second read of the chunk store.
         lexical = [
             ChunkHit(cid, doc_id, self._lexical.chunk_text(cid), rank, score)
@@ -697,13 +698,13 @@ class LightRAGIndex:
 
     async def entities_of(self, doc_ids: Sequence[str]) -> list[GraphHit]:
         rag = self._require_open()
-        rows = await rag.full_entities.get_by_ids(list(doc_ids)) if doc_ids else []
+        rows = await _rows(rag.full_entities, list(doc_ids)) if doc_ids else []
         names = sorted({name for row in rows if row for name in row.get("entity_names") or []})
         if not names:
             return []
         sources = await self._tracked_chunks(rag.entity_chunks, names)
         doc_of = self._doc_of_chunks(sorted(set().union(*sources)))
-        nodes = await rag.chunk_entity_relation_graph.get_nodes_batch(names)
+        nodes = await _nodes(rag.chunk_entity_relation_graph, names)
         return _graph_hits("entity", [(name, nodes.get(name) or {}, 0.0) for name in names], sources, doc_of)
 
     async def _nearest(
@@ -830,7 +831,7 @@ class LightRAGIndex:
     async def chunks(self, chunk_ids: Sequence[str]) -> list[ChunkHit]:
         rag = self._require_open()
         wanted = list(dict.fromkeys(chunk_ids))
-        rows = await rag.text_chunks.get_by_ids(wanted) if wanted else []
+        rows = await _rows(rag.text_chunks, wanted) if wanted else []
         return [
             ChunkHit(cid, row["full_doc_id"], row.get("content", ""), rank=0)
             for cid, row in zip(wanted, rows, strict=True)
@@ -839,13 +840,42 @@ class LightRAGIndex:
 
     @staticmethod
     async def _tracked_chunks(storage: Any, keys: list[str]) -> list[list[str]]:
-        rows = await storage.get_by_ids(keys) if keys else []
+        rows = await _rows(storage, keys) if keys else []
         return [list((row or {}).get("chunk_ids") or []) for row in rows]
 
     def _doc_of_chunks(self, chunk_ids: list[str]) -> dict[str, str]:
         """The documents of the chunks, from the map the masks use too (the chunk store would copy
         every chunk's text to say it: 38 ms of a search). A chunk it does not know is untraceable."""
         return {cid: doc for cid in chunk_ids if (doc := self._lexical.doc_of(cid)) is not None}
+
+
+# Reads for queries. LightRAG's own batch reads take the storage's namespace lock once per key
+# (the graph's get_nodes_batch calls get_node, which checks for a reload under the lock, for
+# every name) and deep-copy every row under it, so concurrent searches queue behind each other's
+# copies: under 50 clients a search waited 5-20 s there. These read the file storages in one step
+# without an await in between (so no coroutine of this process changes them meanwhile) and do not
+# copy: callers read the rows and never change them. Other storages answer as LightRAG does.
+
+
+async def _rows(storage: Any, ids: list[str]) -> list[dict[str, Any] | None]:
+    data = getattr(storage, "_data", None) if isinstance(storage, JsonKVStorage) else None
+    if isinstance(data, dict):
+        return [data.get(key) for key in ids]
+    return list(await storage.get_by_ids(ids))
+
+
+async def _nodes(storage: Any, names: list[str]) -> dict[str, dict[str, Any]]:
+    if isinstance(storage, NetworkXStorage):
+        graph = await storage._get_graph()  # the reload check, once
+        return {name: dict(graph.nodes[name]) for name in names if graph.has_node(name)}
+    return dict(await storage.get_nodes_batch(names))
+
+
+async def _edges(storage: Any, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], dict[str, Any]]:
+    if isinstance(storage, NetworkXStorage):
+        graph = await storage._get_graph()
+        return {(a, b): dict(graph.edges[a, b]) for a, b in pairs if graph.has_edge(a, b)}
+    return dict(await storage.get_edges_batch([{"src": a, "tgt": b} for a, b in pairs]))
 
 
 @dataclass(frozen=True)

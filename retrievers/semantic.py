@@ -193,10 +193,12 @@ class SemanticRetriever:
             expanded = await self._index.chunks(reached) if reached else []
         known.update((c.chunk_id, c) for c in expanded if c.doc_id in candidates)
         channels = _channels(chunks, lexical, graph, known)
-        bridges = await self._bridges(gate, _fuse(channels), candidates.keys())
+        with span("search.bridges"):
+            bridges = await self._bridges(gate, _fuse(channels), candidates.keys())
         if bridges:
             channels.append(bridges)
-        ranked = [(r, known[r.chunk_id]) for r in _near_duplicates_grouped(_fuse(channels), known, top_k)]
+        with span("search.rank"):
+            ranked = [(r, known[r.chunk_id]) for r in _near_duplicates_grouped(_fuse(channels), known, top_k)]
 
         # Second round trip: the breadcrumbs of the hits shown (and of their near-duplicates), and
         # the link targets in their snippets, which lose the targets the caller cannot see (A11).

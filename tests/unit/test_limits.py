@@ -73,6 +73,33 @@ async def test_calls_beyond_the_concurrency_cap_are_refused_until_one_finishes()
         assert (await client.call_tool("ping")).data == "pong"
 
 
+async def test_calls_past_the_servers_turns_wait_first_come_first_served() -> None:
+    release = asyncio.Event()
+    caller = ["alice"]
+    server = limited(LimitSettings(max_running=2), caller, Clock(), release)
+    async with Client(server) as client:
+        running = []
+        for user in ("alice", "bob"):  # two principals fill the server's turns
+            caller[0] = user
+            running.append(asyncio.create_task(client.call_tool("slow")))
+            await asyncio.sleep(0.1)
+        finished: list[str] = []
+
+        async def ping(user: str) -> None:
+            await client.call_tool("ping")
+            finished.append(user)
+
+        waiting = []
+        for user in ("carol", "dave", "erin"):  # anyone else waits, in the order they came
+            caller[0] = user
+            waiting.append(asyncio.create_task(ping(user)))
+            await asyncio.sleep(0.1)
+        assert finished == []
+        release.set()
+        await asyncio.gather(*running, *waiting)
+    assert finished == ["carol", "dave", "erin"]
+
+
 async def test_a_call_past_its_deadline_is_stopped_and_answers_unavailable() -> None:
     async with Client(limited(LimitSettings(deadline_s=0.2), ["alice"], Clock())) as client:
         with pytest.raises(ToolError, match=r"unavailable: the call took longer than 0\.2 s"):
