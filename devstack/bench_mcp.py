@@ -149,7 +149,7 @@ async def _measure(settings: Settings, load: Load, users: list[str], duration_s:
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=30)
-    p50, p95 = percentiles(tally.latencies_ms)
+    p50, p95 = percentiles(tally.latencies_ms) if tally.latencies_ms else (0.0, 0.0)  # none answered: all errors
     return {
         "clients": len(users),
         "requests": tally.requests,
