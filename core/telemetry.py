@@ -25,6 +25,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from opentelemetry.trace import Status
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 
+from core.errors import PortInUse
 from core.text import estimate_tokens
 
 if TYPE_CHECKING:
@@ -127,4 +128,7 @@ class Metrics:
 
     def serve(self, host: str, port: int) -> None:
         """``/metrics`` on ``host:port``, in a thread of its own."""
-        start_http_server(port, addr=host, registry=self.registry)
+        try:
+            start_http_server(port, addr=host, registry=self.registry)
+        except OSError as exc:
+            raise PortInUse(f"the metrics endpoint cannot listen on {host}:{port} ({exc.strerror}); set WAYFINDER_MCP__TELEMETRY__METRICS_PORT") from exc

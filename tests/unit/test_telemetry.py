@@ -11,6 +11,7 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import get_tracer
 
+from core.errors import PortInUse
 from core.settings import TelemetrySettings
 from core.telemetry import Metrics, tracing
 from mcp_app.server import audit_receipts
@@ -90,6 +91,8 @@ def test_metrics_are_served_for_prometheus():
     body = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
     assert 'wayfinder_authz_checks_total{tool="search"} 7.0' in body
     assert 'wayfinder_response_tokens_total{tool="search"} 420.0' in body
+    with pytest.raises(PortInUse, match=f"127.0.0.1:{port}"):  # taken: a clear error, not a traceback
+        Metrics().serve("127.0.0.1", port)
 
 
 async def test_the_audit_receipt_counts_the_tokens_returned(caplog):
