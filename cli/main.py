@@ -167,10 +167,11 @@ def serve(transport: Transport = Transport.http) -> None:
     settings = Settings()
     telemetry = settings.mcp.telemetry
     tracer = tracing(telemetry)
-    metrics = Metrics() if telemetry.metrics_port is not None else None
+    metrics: Metrics | None = None
     try:
         services, receipts = partial(open_services, settings), audit_receipts(audit_key(settings))
-        if metrics is not None and telemetry.metrics_port is not None:
+        if telemetry.metrics_port is not None:
+            metrics = Metrics()
             metrics.serve(telemetry.metrics_host, telemetry.metrics_port)
         if transport is Transport.stdio:
             server = create_server(

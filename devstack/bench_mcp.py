@@ -97,6 +97,7 @@ class Load:
     canaries: tuple[Canary, ...]
     queries: tuple[str, ...]
     nodes: tuple[str, ...]  # every page and space id, visible or not
+    pages: tuple[str, ...]  # every page id, visible or not
     visible: dict[str, frozenset[str]]  # user → typed ids the user may see
 
 
@@ -116,6 +117,7 @@ async def run_bench_mcp(settings: Settings, console: Console, *, clients: int = 
             canaries=tuple(canaries),
             queries=_queries(settings, oracle),
             nodes=tuple([s.id for s in oracle.spaces] + sorted(p.id for p in oracle.pages)),
+            pages=tuple(sorted(p.id for p in oracle.pages)),
             visible={user: frozenset(oracle.visible(user)) for user in users},
         )
         report = await _measure(own, load, users, duration_s, console)
@@ -175,7 +177,7 @@ async def _client(load: Load, token: str, user: str, rng: random.Random, until: 
     """One user's session: calls until the time is up, each judged by the oracle."""
     tools, weights = list(WORKLOAD), list(WORKLOAD.values())
     visible = load.visible[user]
-    hidden = {node for node in load.nodes if node.startswith("page:")} - visible
+    hidden = set(load.pages) - visible
     async with Client(load.url, auth=token, timeout=120) as client:
         while time.monotonic() < until:
             tool = rng.choices(tools, weights)[0]
@@ -212,12 +214,11 @@ def _arguments(tool: str, load: Load, rng: random.Random) -> dict[str, Any]:
         return {"query": rng.choice(load.queries), "top_k": 10}
     if tool == "list_spaces":
         return {}
-    pages = [node for node in load.nodes if node.startswith("page:")]
     if tool == "list_children":
         return {"id": rng.choice(load.nodes), "limit": 20}
     if tool == "fetch":
-        return {"id": rng.choice(pages), "max_tokens": 2000}
-    return {"id": rng.choice(pages)}
+        return {"id": rng.choice(load.pages), "max_tokens": 2000}
+    return {"id": rng.choice(load.pages)}
 
 
 def _judge(
