@@ -199,6 +199,22 @@ def serve(transport: Transport = Transport.http) -> None:
 
 
 @app.command()
+def slackbot(
+    socket_mode: bool = typer.Option(False, help="Connect out over Socket Mode instead of serving HTTP events."),
+) -> None:
+    """Run the Slack bot: it answers mentions and DMs as the Slack user who asks, through the MCP server."""
+    from slackbot.app import run
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        asyncio.run(run(Settings(), socket_mode=socket_mode))
+    except WayfinderError as exc:
+        raise _fail(exc) from exc
+    except KeyboardInterrupt:
+        pass
+
+
+@app.command()
 def demo(
     external_services: bool = typer.Option(
         False, help="OpenFGA and Neo4j already run elsewhere (e.g. docker compose); do not start them."

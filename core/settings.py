@@ -298,7 +298,7 @@ class GeminiSettings(BaseModel):
     (caption, file name, surrounding text) and marked as such."""
 
     api_key: SecretStr | None = Field(None, description="Gemini API key. Unset: no Gemini calls, offline alt text.")
-    model: str = Field("gemini-2.5-flash", description="Model that writes image alt text.")
+    model: str = Field("gemini-2.5-flash", description="Model that writes image alt text and the Slack bot's answers.")
     extraction_model: str = Field(
         "gemini-2.5-flash", description="Model that extracts entities and relations while indexing, and query keywords (`WAYFINDER_PROVIDERS=gemini`)."
     )
@@ -319,6 +319,39 @@ class GeminiSettings(BaseModel):
     base_url: str | None = Field(None, description="API base URL; unset uses the SDK's default (tests point it at a local fake).")
     timeout_s: float = Field(60.0, gt=0, description="Timeout of one Gemini call.")
     max_attempts: int = Field(5, ge=1, description="Attempts per Gemini call under 429 and 5xx answers, timeouts and dropped connections.")
+
+
+class SlackSettings(BaseModel):
+    """The Slack bot (`wayfinder slackbot`): it answers as the Slack user who asks, through the MCP
+    server, with a delegation grant for the conversation and tokens it signs itself."""
+
+    bot_token: SecretStr | None = Field(
+        None, description="Bot token (`xoxb-…`); scopes `app_mentions:read`, `chat:write`, `im:history`, `users:read`, "
+        "`users:read.email`, `channels:read`, `groups:read`, `mpim:read`, `im:read`."
+    )
+    signing_secret: SecretStr | None = Field(None, description="Signing secret: requests to the HTTP events endpoint must carry its signature.")
+    app_token: SecretStr | None = Field(None, description="App-level token (`xapp-…`, scope `connections:write`) for Socket Mode.")
+    api_url: str | None = Field(None, description="Slack Web API base URL ending in `/`; unset uses the SDK's default (tests point it at a local fake).")
+    host: str = Field("127.0.0.1", description="Address the HTTP events endpoint binds to.")
+    port: int = Field(18770, description="Port of the HTTP events endpoint (`POST /slack/events`).")
+    mcp_url: str | None = Field(None, description="The Wayfinder MCP endpoint the bot calls; unset: `http://<mcp.host>:<mcp.port>/mcp`.")
+    agent: str = Field("slack-bot", description="The bot's agent id in delegation grants and in its tokens' `act.sub`.")
+    grant_ttl: str = Field("8h", description="Lifetime of the grant of one user's conversation, renewed by each question (`30m`, `8h`, `7d`).")
+    token_issuer: str = Field(
+        "https://slackbot.wayfinder.invalid/",
+        description="`iss` of the tokens the bot signs (a URL naming the bot); the MCP server's `WAYFINDER_MCP__OAUTH__ISSUER`.",
+    )
+    token_private_key: SecretStr | None = Field(
+        None, description="PEM RSA private key the bot signs its tokens with; the MCP server checks them with the public key "
+        "(`WAYFINDER_MCP__OAUTH__PUBLIC_KEY`)."
+    )
+    token_audience: str | None = Field(None, description="`aud` of the bot's tokens; unset: the MCP URL (the server's default audience).")
+    token_lifetime_s: int = Field(300, ge=30, le=3600, description="Lifetime of one token the bot signs (one per question).")
+    results: int = Field(5, ge=1, le=10, description="Hits an answer cites at most.")
+    max_audience: int = Field(
+        500, ge=1, description="Largest channel whose members are all checked; an answer in a bigger one goes to the asker alone."
+    )
+    directory_ttl_s: float = Field(600.0, ge=0, description="Seconds a Slack user's directory mapping (e-mail → user) is remembered.")
 
 
 class Settings(BaseSettings):
@@ -357,6 +390,7 @@ class Settings(BaseSettings):
     confluence: ConfluenceSettings = Field(default_factory=ConfluenceSettings)
     jira: JiraSettings = Field(default_factory=JiraSettings)
     gemini: GeminiSettings = Field(default_factory=GeminiSettings)
+    slack: SlackSettings = Field(default_factory=SlackSettings)
 
     @field_validator("data_dir", "cache_dir", "corpus_dir")
     @classmethod

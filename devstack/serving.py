@@ -1,4 +1,4 @@
-"""Serve an MCP server over streamable HTTP inside the current event loop (leak suite, benchmarks,
+"""Serve an MCP server (or any ASGI app) over HTTP inside the current event loop (leak suite, benchmarks,
 tests), so the caller can compose it with its own authorizer and stop it deterministically."""
 
 from __future__ import annotations
@@ -26,7 +26,14 @@ async def serving(
     the Host and Origin checks of ``wayfinder serve``; ``wrap`` puts an ASGI layer in front of the
     whole app (a test's). Port 0 takes a free port."""
     app: ASGIApp = server.http_app(path="/mcp", **http_guard(MCPSettings()))
-    config = uvicorn.Config(wrap(app) if wrap else app, host=host, port=port, lifespan="on", log_level="warning")
+    async with serving_asgi(wrap(app) if wrap else app, host, port, lifespan="on") as base:
+        yield f"{base}/mcp"
+
+
+@asynccontextmanager
+async def serving_asgi(app: ASGIApp, host: str, port: int, *, lifespan: str = "off") -> AsyncIterator[str]:
+    """Run any ASGI app in this event loop until the block ends; yields ``http://host:port``."""
+    config = uvicorn.Config(app, host=host, port=port, lifespan=lifespan, log_level="warning")
     uv = uvicorn.Server(config)
     task = asyncio.create_task(uv.serve())
     try:
@@ -35,9 +42,9 @@ async def serving(
                 break
             await asyncio.sleep(0.05)
         if not uv.started:
-            raise ServiceError(f"the MCP server did not start on {host}:{port}")
+            raise ServiceError(f"the local server did not start on {host}:{port}")
         bound = uv.servers[0].sockets[0].getsockname()[1] if port == 0 else port
-        yield f"http://{host}:{bound}/mcp"
+        yield f"http://{host}:{bound}"
     finally:
         uv.should_exit = True
         await task

@@ -187,6 +187,26 @@ def jira_routes(jira: Jira) -> list[tuple[str, Handler]]:
         window = [_person(jira, member, links) for member in members[start : start + limit]]
         return JSONResponse({"self": "", "maxResults": limit, "startAt": start, "total": len(members), "isLast": start + limit >= len(members), "values": window})
 
+    def user_search(parameter: str) -> Handler:
+        """Users whose username, e-mail address or display name starts with the query (Data Center
+        takes it as ``username``, Cloud as ``query``), as Jira's user picker finds them."""
+
+        async def handler(request: Request, account: User, links: wire.Links) -> Response:
+            wanted = request.query_params.get(parameter, "").strip().casefold()
+            if not wanted:
+                return _error(400, f"The '{parameter}' query parameter is required.")
+            try:
+                limit = min(int(request.query_params.get("maxResults", DEFAULT_RESULTS)), MAX_RESULTS)
+            except ValueError:
+                return _error(400, "maxResults must be an integer")
+            found = [
+                u for u in sorted(jira.site.users.values(), key=lambda u: u.username)
+                if any(field.casefold().startswith(wanted) for field in (u.username, u.email, u.display_name))
+            ]
+            return JSONResponse([_user_json(u, links) for u in found[:limit]])
+
+        return handler
+
     async def fields(request: Request, account: User, links: wire.Links) -> Response:
         return JSONResponse([{"id": f, "key": f, "name": f.capitalize(), "custom": False, "navigable": True, "searchable": True} for f in FIELDS])
 
@@ -206,6 +226,8 @@ def jira_routes(jira: Jira) -> list[tuple[str, Handler]]:
         ("/rest/api/2/field", fields),
         ("/rest/api/2/group/member", group_members),
         ("/rest/api/2/myself", myself),
+        ("/rest/api/2/user/search", user_search("username")),
+        ("/rest/api/3/user/search", user_search("query")),
         ("/rest/api/2/serverInfo", server_info),
         ("/rest/api/2/project", projects),
         ("/rest/api/2/project/{key}", project),

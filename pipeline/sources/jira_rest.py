@@ -188,6 +188,18 @@ class JiraRestSource:
                 self._zone = ZoneInfo("UTC")
         return when.astimezone(self._zone).strftime("%Y-%m-%d %H:%M")
 
+    async def user_by_email(self, email: str) -> str | None:
+        """The Wayfinder id of the one active user with this e-mail address, or None (no such
+        user, several, or a site that hides e-mail addresses from the account asking)."""
+        path, parameter = ("rest/api/3/user/search", "query") if self.cloud else ("rest/api/2/user/search", "username")
+        rows = await self._get(path, {parameter: email, "maxResults": 50}) or []
+        wanted = email.strip().casefold()
+        found = {
+            self.user_key(user) for user in rows
+            if str(user.get("emailAddress") or "").casefold() == wanted and user.get("active", True)
+        }
+        return found.pop() if len(found) == 1 else None
+
     def user_key(self, user: dict[str, Any]) -> str:
         """The id a Jira user has in Wayfinder: ``accountId`` on Cloud (``:`` → ``-``), the
         username on Data Center — the same as the Confluence source's."""

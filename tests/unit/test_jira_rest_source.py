@@ -114,3 +114,12 @@ async def test_an_issue_without_its_security_field_is_open_only_where_the_projec
         rest._issue(bare)
     rest._without_levels.add("HIVE")  # as if its permissions had shown no levels
     assert rest._issue(bare).security_level is None
+
+
+@pytest.mark.parametrize("cloud", [True, False])
+async def test_a_user_is_found_by_e_mail_address_whatever_its_case(site, cloud):
+    rest = source(site.url, cloud=cloud)
+    expected = account_id("bob") if cloud else "bob"
+    assert await rest.user_by_email("Bob@Example.COM") == expected
+    assert await rest.user_by_email("bob@example.org") is None  # another domain: nobody
+    assert await rest.user_by_email("bob") is None  # a prefix finds users, but only the address names one
