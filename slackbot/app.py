@@ -14,6 +14,7 @@ from typing import Any
 from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.async_context import AsyncBoltContext
+from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -35,7 +36,9 @@ def web_client(settings: Settings) -> AsyncWebClient:
     if slack.bot_token is None:
         raise ConfigurationError("WAYFINDER_SLACK__BOT_TOKEN is required: the bot token (xoxb-…) of the Slack app")
     options: dict[str, Any] = {"base_url": slack.api_url} if slack.api_url else {}
-    return AsyncWebClient(token=slack.bot_token.get_secret_value(), **options)
+    client = AsyncWebClient(token=slack.bot_token.get_secret_value(), **options)
+    client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=2))  # 429: wait as Slack says, twice
+    return client
 
 
 def mcp_url(settings: Settings) -> str:

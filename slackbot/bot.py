@@ -138,18 +138,22 @@ class Audience:
             members = [m for m in await self._members(channel) if m != bot_user]
             if not members:
                 return False
-            users = await asyncio.gather(*(self._directory.user_of(m) for m in members))
-            if any(user is None for user in users):
-                return False
             limit = asyncio.Semaphore(CONCURRENT_MEMBERS)
+
+            async def user_of(member: str) -> str | None:
+                async with limit:
+                    return await self._directory.user_of(member)
 
             async def sees_all(user: str) -> bool:
                 async with limit:
                     gate = Gate(self._authorizer, Principal(user=user), self._deadline_s)
                     return await gate.visible(cited) == set(cited)
 
+            users = await asyncio.gather(*(user_of(m) for m in members))
+            if any(user is None for user in users):
+                return False
             return all(await asyncio.gather(*(sees_all(user) for user in set(users) if user)))
-        except (SlackApiError, WayfinderError, OSError, TimeoutError) as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever failed, it is not decided that they may: fail closed
             log.warning("could not decide who may read channel %s (%s): answering the asker alone", channel, type(exc).__name__)
             return False
 
@@ -185,8 +189,11 @@ class SlackBot:
         mcp_url: str,
         compose: Compose | None = None,
     ) -> None:
-        ids.agent_id(settings.agent)  # a bad agent id is a configuration error at start, not at the first question
-        self._ttl = grants.parse_ttl(settings.grant_ttl)
+        try:  # a bad agent id or lifetime is a configuration error at start, not at the first question
+            ids.agent_id(settings.agent)
+            self._ttl = grants.parse_ttl(settings.grant_ttl)
+        except InvalidArgument as exc:
+            raise ConfigurationError(f"WAYFINDER_SLACK__AGENT / WAYFINDER_SLACK__GRANT_TTL: {exc}") from exc
         self._settings, self._slack, self._grants = settings, slack, grants_store
         self._directory, self._audience, self._signer = directory, audience, signer
         self._mcp_url, self._compose = mcp_url, compose
@@ -203,8 +210,8 @@ class SlackBot:
                 log.exception("no answer in %s", channel)
             try:
                 await self._private(channel, user, thread_ts, UNAVAILABLE)
-            except (SlackApiError, OSError) as again:
-                log.warning("could not tell the asker either: %s", again)
+            except Exception as again:  # noqa: BLE001 - Slack itself is failing: the log is all that is left
+                log.warning("could not tell the asker either: %s: %s", type(again).__name__, again)
 
     async def _answer(self, team: str, channel: str, user: str, text: str, thread_ts: str | None, bot_user: str | None) -> None:
         question = " ".join(_MENTION.sub(" ", text).split())
@@ -215,8 +222,9 @@ class SlackBot:
         if asker is None:
             await self._private(channel, user, thread_ts, NO_USER)
             return
-        principal = Principal(user=asker, agent=self._settings.agent, task=_task(team, channel, user))
-        await grants.grant(self._grants, asker, principal.agent or "", principal.task or "", self._ttl)
+        task = _task(team, channel, user)
+        await grants.grant(self._grants, asker, self._settings.agent, task, self._ttl)
+        principal = Principal(user=asker, agent=self._settings.agent, task=task)
         try:
             hits = await self._search(principal, question)
         except ToolError as exc:
