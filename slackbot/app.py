@@ -92,26 +92,24 @@ def bolt_app(settings: Settings, slack: AsyncWebClient, bot: SlackBot) -> AsyncA
     app = AsyncApp(client=slack, signing_secret=secret.get_secret_value() if secret else None, process_before_response=False)
     once = _Once(REMEMBERED_EVENTS)
 
-    @app.event("app_mention")
-    async def mention(event: dict[str, Any], body: dict[str, Any], context: AsyncBoltContext) -> None:
-        if once.again(body.get("event_id")) or not event.get("user"):
-            return
-        await bot.answer(
-            team=body.get("team_id") or context.team_id or "team", channel=event["channel"], user=event["user"],
-            text=event.get("text", ""), thread_ts=event.get("thread_ts") or event.get("ts"), bot_user=context.bot_user_id,
-        )
-
-    @app.event("message")
-    async def direct_message(event: dict[str, Any], body: dict[str, Any], context: AsyncBoltContext) -> None:
-        # Only what a person writes to the bot in its DM; in conversations the bot answers mentions.
-        if event.get("channel_type") != "im" or event.get("subtype") or event.get("bot_id") or not event.get("user"):
-            return
+    async def ask(event: dict[str, Any], body: dict[str, Any], context: AsyncBoltContext, thread_ts: str | None) -> None:
         if once.again(body.get("event_id")):
             return
         await bot.answer(
             team=body.get("team_id") or context.team_id or "team", channel=event["channel"], user=event["user"],
-            text=event.get("text", ""), thread_ts=event.get("thread_ts"), bot_user=context.bot_user_id,
+            text=event.get("text", ""), thread_ts=thread_ts, bot_user=context.bot_user_id,
         )
+
+    @app.event("app_mention")
+    async def mention(event: dict[str, Any], body: dict[str, Any], context: AsyncBoltContext) -> None:
+        if event.get("user"):  # answered in the mention's thread
+            await ask(event, body, context, event.get("thread_ts") or event.get("ts"))
+
+    @app.event("message")
+    async def direct_message(event: dict[str, Any], body: dict[str, Any], context: AsyncBoltContext) -> None:
+        # Only what a person writes to the bot in its DM; in conversations the bot answers mentions.
+        if event.get("channel_type") == "im" and not event.get("subtype") and not event.get("bot_id") and event.get("user"):
+            await ask(event, body, context, event.get("thread_ts"))
 
     return app
 

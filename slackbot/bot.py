@@ -243,7 +243,7 @@ class SlackBot:
         async with Client(self._mcp_url, auth=self._signer.token(principal)) as client:
             result = await client.call_tool("search", {"query": question, "top_k": self._settings.results})
         found = result.structured_content or {}
-        return [Hit(h["id"], h["title"], h["url"], h.get("snippet", "")) for h in found.get("hits", [])][: self._settings.results]
+        return [Hit(h["id"], h["title"], h["url"], h.get("snippet", "")) for h in found.get("hits", [])]
 
     async def _message(self, question: str, hits: list[Hit]) -> str:
         sources = "\n".join(f"{n}. <{_link(h.url)}|{_escape(h.title)}>" for n, h in enumerate(hits, start=1))
