@@ -42,6 +42,7 @@ class GraphHit:
     rank: int
     chunk_ids: tuple[str, ...] = ()
     score: float = 0.0
+    ends: tuple[str, str] | None = None  # a relation's entities, as walked (from, to)
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,14 @@ class RawResults:
     entities: list[GraphHit]
     relations: list[GraphHit]
     lexical: list[ChunkHit] = field(default_factory=list)  # BM25 score in ``score``
+
+
+@dataclass(frozen=True)
+class Neighbourhood:
+    """What touches some entities in the graph, unauthorized."""
+
+    relations: list[GraphHit]  # each with ``ends`` (one of the entities asked about first) and its weight in ``score``
+    entities: dict[str, GraphHit]  # the entities at their other ends, by name
 
 
 class SemanticIndex(Protocol):
@@ -77,6 +86,18 @@ class SemanticIndex(Protocol):
 
     async def entities_of(self, doc_ids: Sequence[str]) -> list[GraphHit]:
         """The entities extracted from these documents, each with every document supporting it."""
+        ...
+
+    async def entity_named(self, name: str, within: Set[str] | None = None) -> GraphHit | None:
+        """The entity called ``name`` (exactly, else one whose name differs only in case) with every
+        document supporting it. None when there is none, or when ``within`` is given and not all
+        of its documents are among them."""
+        ...
+
+    async def neighbourhood(self, names: Sequence[str], within: Set[str] | None = None) -> Neighbourhood:
+        """Every relation touching the entities ``names`` and the entity at its other end, each
+        with every document supporting it. With ``within``, only the relations whose documents
+        and whose far end's documents are all among them."""
         ...
 
     async def chunks(self, chunk_ids: Sequence[str]) -> list[ChunkHit]:

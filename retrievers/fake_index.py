@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence, Set
 
 from core.errors import InvalidArgument
 from retrievers.lexical import LexicalEntry, LexicalIndex
-from retrievers.base import ChunkHit, GraphHit, IndexDocument, RawResults
+from retrievers.base import ChunkHit, GraphHit, IndexDocument, Neighbourhood, RawResults
 
 _TERM = re.compile(r"\w+")
 _CAPITALISED = re.compile(r"\b[A-Z]\w*(?:[.-]\w+)*")
@@ -84,7 +84,7 @@ class FakeSemanticIndex:
             for name in names:
                 if name.casefold() in wanted:
                     support.setdefault(name, set()).add(doc_id)
-            for source, target in zip(names, names[1:]):
+            for source, target in zip(names, names[1:], strict=False):
                 if source != target and (source.casefold() in wanted or target.casefold() in wanted):
                     edges.setdefault(f"{source} -> {target}", set()).add(doc_id)
         if within is not None:
@@ -113,6 +113,48 @@ class FakeSemanticIndex:
             GraphHit("entity", name, f"{name} (fake)", frozenset(ids), rank, _chunk_ids(ids))
             for rank, (name, ids) in enumerate(sorted(support.items()), start=1)
         ]
+
+    def _graph(self) -> tuple[dict[str, set[str]], dict[tuple[str, str], set[str]]]:
+        """Every entity and relation (its ends in name order) with the documents supporting it."""
+        support: dict[str, set[str]] = {}
+        edges: dict[tuple[str, str], set[str]] = {}
+        for doc_id, body in self.docs.items():
+            names = _CAPITALISED.findall(body)
+            for name in names:
+                support.setdefault(name, set()).add(doc_id)
+            for pair in zip(names, names[1:], strict=False):
+                if pair[0] != pair[1]:
+                    edges.setdefault((min(pair), max(pair)), set()).add(doc_id)
+        return support, edges
+
+    async def entity_named(self, name: str, within: Set[str] | None = None) -> GraphHit | None:
+        self.calls.append(("entity_named", name))
+        support, _ = self._graph()
+        found = name if name in support else min((n for n in support if n.casefold() == name.casefold()), default=None)
+        if found is None or (within is not None and not support[found] <= within):
+            return None
+        return GraphHit("entity", found, f"{found} (fake)", frozenset(support[found]), 1, _chunk_ids(support[found]))
+
+    async def neighbourhood(self, names: Sequence[str], within: Set[str] | None = None) -> Neighbourhood:
+        """Relations weigh as many as the documents saying them."""
+        self.calls.append(("neighbourhood", list(names)))
+        support, edges = self._graph()
+        relations: list[GraphHit] = []
+        for name in dict.fromkeys(names):
+            for (a, b), docs in sorted(edges.items()):
+                if name in (a, b):
+                    other = b if name == a else a
+                    if within is None or (docs | support[other]) <= within:
+                        relations.append(
+                            GraphHit("relation", f"{name} -> {other}", f"{name} and {other} (fake)", frozenset(docs),
+                                     len(relations) + 1, _chunk_ids(docs), float(len(docs)), (name, other))
+                        )
+        entities = {
+            r.ends[1]: GraphHit("entity", r.ends[1], f"{r.ends[1]} (fake)", frozenset(support[r.ends[1]]), 0, _chunk_ids(support[r.ends[1]]))
+            for r in relations
+            if r.ends is not None
+        }
+        return Neighbourhood(relations, entities)
 
     async def chunks(self, chunk_ids: Sequence[str]) -> list[ChunkHit]:
         self.calls.append(("chunks", list(chunk_ids)))

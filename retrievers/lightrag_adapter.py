@@ -54,6 +54,7 @@ import json
 import logging
 import os
 from collections.abc import Awaitable, Callable, Iterator, Sequence, Set
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -66,7 +67,7 @@ from core.providers.base import Embedder, Extractor
 from core.providers.local import LocalEmbedder, RegexTokenizer
 from core.settings import LightRAGSettings, Neo4jSettings, PostgresSettings
 from core.telemetry import span
-from retrievers.base import ChunkHit, GraphHit, IndexDocument, RawResults
+from retrievers.base import ChunkHit, GraphHit, IndexDocument, Neighbourhood, RawResults
 from retrievers.lexical import LexicalEntry, LexicalIndex
 from retrievers.lightrag_records import local_llm_func
 
@@ -83,6 +84,8 @@ LEGACY_EXTRACTOR = "local-1"
 LEGACY_EMBEDDER = LocalEmbedder.name
 #: how many rows a filtered HNSW scan may visit before it settles for fewer than asked
 PG_MAX_SCAN_TUPLES = 2_000_000
+#: entities read by vector to find one whose name differs from the one asked for only in case
+CASE_CANDIDATES = 20
 #: LightRAG's storages per profile: (key-value, vectors, graph, document status)
 FILE_STORAGES = ("JsonKVStorage", "NanoVectorDBStorage", "NetworkXStorage", "JsonDocStatusStorage")
 ENGINE_STORAGES = ("PGKVStorage", "PGVectorStorage", "Neo4JStorage", "PGDocStatusStorage")
@@ -699,13 +702,51 @@ class LightRAGIndex:
     async def entities_of(self, doc_ids: Sequence[str]) -> list[GraphHit]:
         rag = self._require_open()
         rows = await _rows(rag.full_entities, list(doc_ids)) if doc_ids else []
-        names = sorted({name for row in rows if row for name in row.get("entity_names") or []})
+        return await self._entities(sorted({name for row in rows if row for name in row.get("entity_names") or []}))
+
+    async def _entities(self, names: list[str]) -> list[GraphHit]:
+        """The entities called ``names`` that the graph holds, each with its supporting documents."""
         if not names:
             return []
+        rag = self._require_open()
+        nodes = await _nodes(rag.chunk_entity_relation_graph, names)
+        names = [name for name in names if name in nodes]
         sources = await self._tracked_chunks(rag.entity_chunks, names)
         doc_of = self._doc_of_chunks(sorted(set().union(*sources)))
-        nodes = await _nodes(rag.chunk_entity_relation_graph, names)
-        return _graph_hits("entity", [(name, nodes.get(name) or {}, 0.0) for name in names], sources, doc_of)
+        return _graph_hits("entity", [(name, nodes[name], 0.0) for name in names], sources, doc_of)
+
+    async def entity_named(self, name: str, within: Set[str] | None = None) -> GraphHit | None:
+        rag = self._require_open()
+        found = await self._entities([name])
+        if not found:
+            # Names differ in case from page to page ("metastore", "Metastore"): the entities whose
+            # names are nearest by vector, one of which should be it.
+            vector = (await self._embedder.embed([name], query=True))[0]
+            rows = await self._nearest(rag.entities_vdb, name, CASE_CANDIDATES, vector, _entity_vdb_id, within)
+            same = sorted(row["entity_name"] for row in rows if row["entity_name"].casefold() == name.casefold())
+            found = await self._entities(same[:1])
+        hit = found[0] if found else None
+        return hit if hit is not None and (within is None or hit.doc_ids <= within) else None
+
+    async def neighbourhood(self, names: Sequence[str], within: Set[str] | None = None) -> Neighbourhood:
+        rag = self._require_open()
+        graph = rag.chunk_entity_relation_graph
+        touching = await _node_edges(graph, list(dict.fromkeys(names)))
+        # An engine may give an edge either way round: each is walked from the entity asked about.
+        pairs = list(dict.fromkeys((name, b if a == name else a) for name in touching for a, b in touching[name] if a != b))
+        edges = await _edges(graph, pairs) if pairs else {}
+        pairs = [pair for pair in pairs if pair in edges]
+        sources = await self._tracked_chunks(rag.relation_chunks, [make_relation_chunk_key(a, b) for a, b in pairs])
+        doc_of = self._doc_of_chunks(sorted(set().union(*sources)))
+        found = [(f"{a} -> {b}", edges[a, b], float(edges[a, b].get("weight") or 0.0)) for a, b in pairs]
+        ends = dict(zip((name for name, _, _ in found), pairs, strict=True))
+        relations = [dataclasses.replace(hit, ends=ends[hit.name]) for hit in _graph_hits("relation", found, sources, doc_of)]
+        entities = {hit.name: hit for hit in await self._entities(sorted({r.ends[1] for r in relations}))}
+        relations = [r for r in relations if r.ends[1] in entities]
+        if within is not None:
+            relations = [r for r in relations if r.doc_ids <= within and entities[r.ends[1]].doc_ids <= within]
+            entities = {r.ends[1]: entities[r.ends[1]] for r in relations}
+        return Neighbourhood(relations, entities)
 
     async def _nearest(
         self, storage: Any, text: str, top_k: int, vector: Any, vdb_id: Callable[[dict[str, Any]], str], within: Set[str] | None
@@ -876,6 +917,13 @@ async def _edges(storage: Any, pairs: list[tuple[str, str]]) -> dict[tuple[str, 
         graph = await storage._get_graph()
         return {(a, b): dict(graph.edges[a, b]) for a, b in pairs if graph.has_edge(a, b)}
     return dict(await storage.get_edges_batch([{"src": a, "tgt": b} for a, b in pairs]))
+
+
+async def _node_edges(storage: Any, names: list[str]) -> dict[str, list[tuple[str, str]]]:
+    if isinstance(storage, NetworkXStorage):
+        graph = await storage._get_graph()
+        return {name: list(graph.edges(name)) if graph.has_node(name) else [] for name in names}
+    return dict(await storage.get_nodes_edges_batch(names))
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,8 @@ from core.telemetry import span
 from navigator.navigator import Navigator
 from navigator.base import PageSummary
 from retrievers.base import ChunkHit, GraphHit, RawResults, SemanticIndex
+from retrievers.explore import Exploration, Explorer
+from retrievers.shown import MAX_EVIDENCE_DOCS, snippet, visible_graph, window
 
 MAX_QUERY_CHARS = 2000
 MAX_TOP_K = 50
@@ -44,11 +46,7 @@ MAX_SPACES = 50
 MAX_LABELS = 20
 KINDS = frozenset({"page", "issue"})
 SNIPPET_CHARS = {"concise": 300, "detailed": 1500}
-SNIPPET_MARGIN = 500  # characters beyond the snippet that link redaction may pull into it
 MAX_GRAPH_HITS = {"concise": 5, "detailed": 15}
-# Entities/relations backed by more documents than this are left out: each supporting document
-# must be authorized (A4), and a hub entity ("Hive") would cost hundreds of checks per search.
-MAX_EVIDENCE_DOCS = 20
 # Documents authorized for the graph channels' evidence per search at most, beyond the chunk
 # candidates': every one is an OpenFGA check, and an issue quoting a page doubles an entity's
 # evidence. The best items are kept within it; the rest are left out, never shown. Items reach it
@@ -165,8 +163,7 @@ class SemanticRetriever:
         # caller may see as far as the last sync knew (A7: everything is still checked below).
         # Without those keys, which candidates the caller may see cannot change which visible
         # ones are considered (A4), short of the cap.
-        keys = self._acl.current() if self._acl is not None else None
-        within = await prefilter.admissible(gate, keys, candidate_spaces) if keys is not None else None
+        within = await self._admissible(gate, candidate_spaces)
         with span("index.query", candidates=self._candidates):
             raw = await self._index.query(query, self._candidates, within)
         chunks, graph = _relevant_candidates(raw, query)
@@ -176,7 +173,7 @@ class SemanticRetriever:
         # targets in entity and relation text. Always at least the spaces, so an unreachable
         # OpenFGA fails the request even when the index found nothing.
         placed = await self._navigator.placed([c.doc_id for c in [*chunks, *lexical]] + [d for g in graph for d in sorted(g.doc_ids)])
-        graph_text = [t for g in graph for t in (g.name, _window(g.description, limit))]
+        graph_text = [t for g in graph for t in (g.name, window(g.description, limit))]
         candidates = await policy.pages_in_visible_spaces(
             gate, placed, also=[*candidate_spaces, *links.references_in(graph_text)]
         )
@@ -184,7 +181,7 @@ class SemanticRetriever:
         candidates = {pid: p for pid, p in candidates.items() if p.space_id in searchable and wanted.admit(p)}
         chunks = [c for c in chunks if c.doc_id in candidates]
         lexical = [c for c in lexical if c.doc_id in candidates]
-        graph = await _visible_graph(gate, graph, candidates.keys(), limit)
+        graph = await visible_graph(gate, graph, candidates.keys(), limit)
 
         # Only now, through items the caller may see, are further chunks reached.
         known = {c.chunk_id: c for c in [*chunks, *lexical]}
@@ -207,17 +204,29 @@ class SemanticRetriever:
         summaries = await policy.visible_pages(gate, shown, also=links.references_in(windows))
         snippets = await links.redact(gate, windows)
         hits = [
-            _hit(summary, dataclasses.replace(r, also_in=[d for d in r.also_in if d in summaries]), _snippet(snippet, limit))
-            for (r, chunk), snippet in zip(ranked, snippets, strict=True)
+            _hit(summary, dataclasses.replace(r, also_in=[d for d in r.also_in if d in summaries]), snippet(text, limit))
+            for (r, chunk), text in zip(ranked, snippets, strict=True)
             if (summary := summaries.get(chunk.doc_id)) is not None
         ]
-        graph_results = [GraphResult(g.kind, g.name, _snippet(g.description, limit), sorted(g.doc_ids)) for g in graph]
+        graph_results = [GraphResult(g.kind, g.name, snippet(g.description, limit), sorted(g.doc_ids)) for g in graph]
         graph_limit = MAX_GRAPH_HITS[response_format]
         return SearchResult(
             hits=hits,
             entities=[g for g in graph_results if g.kind == "entity"][:graph_limit],
             relations=[g for g in graph_results if g.kind == "relation"][:graph_limit],
         )
+
+    async def explore(self, gate: Gate, entity: str, *, hops: int = 1, limit: int = 20) -> Exploration:
+        """The entity graph around ``entity`` through visible items only (:mod:`retrievers.explore`),
+        narrowed by the same pre-filter as search."""
+        within = await self._admissible(gate, await self._navigator.container_ids())
+        return await Explorer(self._index, self._navigator).explore(gate, entity, hops, limit, within)
+
+    async def _admissible(self, gate: Gate, spaces: Sequence[str]) -> frozenset[str] | None:
+        """The documents of ``spaces`` the caller may see as far as the last sync knew; None
+        without the sync's keys (then nothing is narrowed)."""
+        keys = self._acl.current() if self._acl is not None else None
+        return await prefilter.admissible(gate, keys, spaces) if keys is not None else None
 
     async def _bridges(self, gate: Gate, fused: Sequence[_Ranked], visible: Collection[str]) -> _Channel | None:
         """The second hop of a multi-hop question: candidates that share a specific entity with the
@@ -240,7 +249,7 @@ class SemanticRetriever:
             if 2 <= len(e.doc_ids) <= BRIDGE_MAX_DOCS and e.doc_ids & set(seeds) and len(e.doc_ids & chunk_of.keys()) >= 2
         ]
         # Only the names are shown (in `why`); a name that is a link to a hidden page is left out.
-        shown = await _visible_graph(gate, entities, visible, 0)
+        shown = await visible_graph(gate, entities, visible, 0)
         scores: dict[str, float] = {}
         reasons: dict[str, tuple[float, str]] = {}
         for position, seed in enumerate(seeds, start=1):
@@ -349,19 +358,6 @@ def _hit(summary: PageSummary, ranked: _Ranked, snippet: str) -> SearchHit:
     )
 
 
-async def _visible_graph(gate: Gate, graph: Sequence[GraphHit], documents: Collection[str], limit: int) -> list[GraphHit]:
-    """The entities and relations the caller may see (A4), descriptions cut to what is shown and
-    hidden link targets removed (A11). An item whose very name points at a hidden page is left
-    out, names and all."""
-    shown = [g for g in graph if policy.derived_visible(g.doc_ids, documents)]
-    texts = await links.redact(gate, [t for g in shown for t in (g.name, _window(g.description, limit))])
-    return [
-        dataclasses.replace(g, description=description)
-        for g, name, description in zip(shown, texts[::2], texts[1::2], strict=True)
-        if name == g.name
-    ]
-
-
 def _terms(text: str) -> set[str]:
     """The words of ``text`` that can carry meaning: casefolded, three letters or more, no stopwords."""
     return {w for w in (m.casefold().rstrip(".-") for m in _WORD.findall(text)) if len(w) >= 3 and w not in _STOPWORDS}
@@ -457,31 +453,11 @@ def _shingles(text: str) -> set[int]:
     return {hash(tuple(words[i : i + 3])) for i in range(max(len(words) - 2, 0))}
 
 
-def _window(text: str, limit: int) -> str:
-    """The part of ``text`` a snippet of ``limit`` characters can come from, with room for the
-    characters link redaction removes; redacting only this much keeps the checks few. It ends
-    between words, so the window itself cuts no reference short."""
-    words = text.split()
-    kept: list[str] = []
-    size = 0
-    for word in words:
-        size += len(word) + 1
-        if size > limit + SNIPPET_MARGIN:
-            break
-        kept.append(word)
-    return " ".join(kept)
-
-
 def _chunk_window(chunk: ChunkHit, limit: int) -> str:
-    """:func:`_window` of a chunk, without the first and last words the chunker may have cut out
+    """:func:`~retrievers.shown.window` of a chunk, without the first and last words the chunker may have cut out
     of a longer one: ``:27362075`` left over from ``page:27362075`` names no page in any spelling
     redaction knows, but shows a hidden id. A chunk that starts the page (its title heading) keeps
     its first word."""
     words = chunk.text.split()
     start = 0 if chunk.text.startswith("#") else 1
-    return _window(" ".join(words[start:-1]), limit)
-
-
-def _snippet(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1].rsplit(" ", 1)[0] + "…"
+    return window(" ".join(words[start:-1]), limit)

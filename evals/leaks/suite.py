@@ -7,7 +7,8 @@ category of the probe that got the answer.
 
 Categories: ``fetch`` and ``list_children`` (every page, every actor), ``forbidden_vs_missing``
 (byte comparison), ``hidden_ids`` (searches for visible pages that link to hidden ones),
-``canary`` (hidden canary as the query equals a token found nowhere), ``entity_pivot``,
+``canary`` (hidden canary as the query equals a token found nowhere), ``entity_pivot`` (search and
+explore from entities that hidden pages support),
 ``session`` (one user's token on another's MCP session), ``revocation`` and ``openfga_down``
 (last: it stops the authorization engine).
 """
@@ -33,10 +34,12 @@ from core.text import page_references
 from evals.leaks.canaries import Canary
 from evals.leaks.oracle import Oracle
 from evals.leaks.report import Report, Verdict
+from retrievers.explore import MAX_START_EVIDENCE
 
 MISSING_PAGE = "page:99999999"
 MISSING_SPACE = "space:NOSUCHSPACE"
 UNKNOWN = "unknown"  # evidence for an item the index's record does not hold
+MISSING_ENTITY = "Nosuchentity Anywhere"
 PAGE_SIZE = 50
 MAX_PIVOTS = 25
 GRANT_TTL = timedelta(hours=2)
@@ -324,6 +327,26 @@ class LeakSuite:
                 ]
                 verdict: Verdict = "leak" if bad else "ok"
                 self.judge("entity_pivot", actor, f"search {name!r} showed {bad[:3]}", verdict, answer)
+                await self._explore(actor, name, visible)
+
+    async def _explore(self, actor: Actor, name: str, visible: set[str]) -> None:
+        """explore from the entity, two hops out: everything it shows stands on visible pages only
+        (by the index's record), and an entity the actor may not explore is refused exactly as one
+        that does not exist."""
+        evidence = self.target.evidence
+        walked = await self.call(actor, "explore", entity=name, hops=2, limit=50)
+        docs = evidence.get(name, {UNKNOWN})
+        if walked.error is not None:
+            may_see = actor.live and docs <= visible and len(docs) <= MAX_START_EVIDENCE
+            absent = await self.call(actor, "explore", entity=MISSING_ENTITY, hops=2, limit=50)
+            verdict: Verdict = "false_denial" if may_see else "ok" if walked.raw == absent.raw else "leak"
+            self.judge("entity_pivot", actor, f"explore {name!r} refused: {walked.error[:80]}", verdict, walked)
+            return
+        data = walked.data or {}
+        shown = [(e["name"], e["evidence"]) for e in [data.get("entity", {}), *data.get("entities", [])]]
+        shown += [(f"{r['source']} -> {r['target']}", r["evidence"]) for r in data.get("relations", [])]
+        bad = [item for item, claimed in shown if not set(claimed) <= visible or not evidence.get(item, {UNKNOWN}) <= visible]
+        self.judge("entity_pivot", actor, f"explore {name!r} showed {bad[:3]}", "leak" if bad else "ok", walked)
 
     async def probe_session(self) -> None:
         """Bob's token on alice's MCP session id is refused, or acts as bob, never as alice."""

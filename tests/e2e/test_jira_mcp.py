@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from core.settings import JiraSettings, Settings
+from core.settings import JiraSettings
 from devstack import stack
 from devstack.atlassian.hive import SYNC_LOGIN, TOKENS, seed_hive
 from devstack.atlassian.hive_jira import SECURITY_LEVEL, seed_hive_jira

@@ -148,7 +148,7 @@ async def test_tools_list_fits_an_agents_context(clients: Path, url: str):
     """The whole tools/list answer as it crosses the wire, counted with OpenAI's o200k_base
     encoding (js-tiktoken), stays within the budget."""
     listed = await modern_call(url, "tools/list", {}, TOKENS["alice"])
-    assert listed.status_code == 200 and len(listed.json()["result"]["tools"]) == 9
+    assert listed.status_code == 200 and len(listed.json()["result"]["tools"]) == 10
     modules = clients / "node_modules"
     code, output, errors = await run(
         [str(modules / ".bin" / "node"), str(clients / "count-tokens.mjs")], cwd=clients, env=node_environment(clients), stdin=listed.content

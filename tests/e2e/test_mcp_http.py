@@ -109,6 +109,29 @@ async def test_entities_from_restricted_pages_are_not_shown_to_bob(mcp_url, rest
     assert alice_restricted_entities > 0
 
 
+async def test_explore_walks_only_what_each_user_may_see(mcp_url, restricted):
+    """The Correlation Optimizer page is under DesignDocs: alice explores its entity, bob gets
+    what a name found nowhere gets. From open entities, two hops out, bob meets nothing a
+    restricted page supports; alice, from the same ones, does."""
+    url, _ = mcp_url
+    design = await call(url, "alice", "explore", entity="correlation optimizer", limit=10)
+    assert design["entity"]["name"] == "Correlation Optimizer" and set(design["entity"]["evidence"]) <= restricted
+    assert design["entities"] and design["relations"] and design["notice"]
+    hidden = await call(url, "bob", "explore", entity="Correlation Optimizer")
+    assert hidden == await call(url, "bob", "explore", entity="Nosuchentity Anywhere") and hidden.startswith("not_found:")
+    alice_restricted = 0
+    for name in ("HiveServer2", "Beeline", "Kerberos", "LDAP", "hive.metastore.uris", "Derby", "ZooKeeper", "MapReduce"):
+        bob = await call(url, "bob", "explore", entity=name, hops=2, limit=50)
+        alice = await call(url, "alice", "explore", entity=name, hops=2, limit=50)
+        if isinstance(bob, str):
+            assert bob.startswith("not_found:"), bob
+            continue
+        assert bob["entities"], name
+        assert not set(ids_in(bob)) & restricted, name
+        alice_restricted += sum(bool(set(item["evidence"]) & restricted) for item in alice["entities"] + alice["relations"])
+    assert alice_restricted > 0
+
+
 async def test_hidden_and_missing_pages_give_byte_identical_errors(mcp_url):
     url, _ = mcp_url
     hidden = await call(url, "bob", "fetch", id=f"page:{DESIGN_DOCS}")
@@ -160,8 +183,9 @@ async def test_every_returned_id_was_checked_and_allowed(mcp_url):
     for query in DESIGN_QUERIES + OPEN_QUERIES:
         await call(url, "bob", "search", query=query, response_format="detailed")
     await call(url, "bob", "fetch", id="page:58852417")
+    await call(url, "bob", "explore", entity="Beeline", hops=2)
     await walk_tree(url, "bob")
-    assert {tool for tool, _, _ in observed} >= {"search", "fetch", "list_spaces", "list_children"}
+    assert {tool for tool, _, _ in observed} >= {"search", "fetch", "list_spaces", "list_children", "explore"}
     for tool, gate, result in observed:
         returned = set(ids_in(result))
         allowed = {r.object for r in gate.records if r.allowed}

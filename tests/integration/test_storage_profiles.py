@@ -110,3 +110,28 @@ async def test_both_profiles_give_the_same_results_for_every_dev_question(servic
             assert_same(on_files[channel], on_engines[channel], f"{question} / {channel}", SCORE_TOLERANCE[channel])
     for question, on_files, on_engines in zip(QUESTIONS, files_searched, engines_searched, strict=True):
         assert_same(on_files, on_engines, f"{question} / search as alice", SCORE_TOLERANCE["search"])
+
+
+async def walks(settings: Settings) -> list[tuple[object, ...]]:
+    """explore from the golden entities as alice, two hops out: who is reached, at which hop, on
+    which pages, and the relations walked (descriptions aside: merged in processing order)."""
+    found: list[tuple[object, ...]] = []
+    async with semantic_index(settings, queries_only=True) as index, Neo4jStore(settings.neo4j) as store, OpenFGAClient(settings.openfga) as fga:
+        retriever = SemanticRetriever(index, Navigator(store), settings.mcp.search_candidates)
+        for name in EXPLORED:
+            walk = await retriever.explore(Gate(fga, Principal(user="alice")), name, hops=2, limit=50)
+            found.append((
+                walk.entity.name, tuple(walk.entity.evidence), walk.truncated,
+                tuple((e.name, e.hops, tuple(e.evidence)) for e in walk.entities),
+                tuple(sorted((r.source, r.target, tuple(r.evidence)) for r in walk.relations)),
+            ))
+    return found
+
+
+EXPLORED = ["Correlation Optimizer", "ReduceSinkOperator", "Beeline", "hive.metastore.uris"]
+
+
+async def test_both_profiles_explore_the_entity_graph_alike(services: Settings, production: Settings) -> None:
+    on_files, on_engines = await walks(services), await walks(production)
+    assert all(walk[3] for walk in on_files), on_files  # each walk reached something
+    assert on_files == on_engines

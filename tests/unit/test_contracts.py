@@ -74,7 +74,7 @@ async def test_every_tool_is_described_and_read_only():
     async with Client(server) as client:
         tools = await client.list_tools()
     assert {t.name for t in tools} == {
-        "search", "fetch", "fetch_image", "list_spaces", "list_children", "get_ancestors", "get_tree", "resolve_path", "related"
+        "search", "fetch", "fetch_image", "list_spaces", "list_children", "get_ancestors", "get_tree", "resolve_path", "related", "explore"
     }
     for tool in tools:
         assert tool.description and len(tool.description) > 20

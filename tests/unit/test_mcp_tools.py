@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from contextlib import asynccontextmanager
 
+import jsonschema
 import pytest
 from fastmcp import Client
 from fastmcp.exceptions import ToolError
@@ -11,7 +12,7 @@ from fastmcp.exceptions import ToolError
 from authz.base import Check
 from authz.gate import Gate
 from authz.fake import FakeAuthorizer
-from core.models import Page, Principal, Space
+from core.models import Image, Page, Principal, Space
 from mcp_app.server import Services, create_server
 from navigator.fake import FakeNavigatorStore
 from navigator.navigator import Navigator
@@ -25,10 +26,19 @@ PAGES = [
     Page(page_id="2", space_key="S", title="Secret", parent_id=None, position=1, url="u/2", markdown="# Secret\n\nThe Metastore secret plan.\n"),
 ]
 
+IMAGE = Image(attachment_id="att1", page_id="1", filename="a.png", media_type="image/png", alt_text="A diagram.", sha256="0", data=b"\x89PNG")
+ONE_CALL_EACH = [
+    ("search", {"query": "Metastore", "response_format": "detailed"}), ("fetch", {"id": "page:1"}), ("list_spaces", {}),
+    ("list_children", {"id": "space:S"}), ("get_ancestors", {"id": "page:1"}), ("get_tree", {"id": "space:S"}),
+    ("resolve_path", {"path": "S/Open"}), ("related", {"id": "page:1"}), ("explore", {"entity": "Open", "hops": 2}),
+    ("fetch_image", {"id": "image:att1"}),
+]
+
 
 async def make_client(*visible: str, unavailable: bool = False, **options):
     store = FakeNavigatorStore()
     await store.sync_space(SPACE, PAGES)
+    await store.sync_images(SPACE, [IMAGE])
     index = FakeSemanticIndex()
     await index.upsert([IndexDocument(p.id, p.markdown) for p in PAGES])
     authorizer = FakeAuthorizer([Check("user:bob", "viewer", o) for o in visible], unavailable=unavailable)
@@ -90,13 +100,45 @@ async def test_tree_tools_show_the_visible_tree_and_hide_the_rest_alike():
     assert all(e.startswith("not_found:") for e in errors)
 
 
-@pytest.mark.parametrize(
-    ("tool", "args"),
-    [
-        ("search", {"query": "Metastore"}), ("fetch", {"id": "page:1"}), ("list_spaces", {}), ("list_children", {"id": "space:S"}),
-        ("get_ancestors", {"id": "page:1"}), ("get_tree", {"id": "space:S"}), ("resolve_path", {"path": "S/Open"}),
-    ],
-)
+def declared(data, schema, where="") -> None:
+    """Every field of ``data`` is one its schema declares, and every declared field is there."""
+    if "required" in schema:
+        assert set(data) == set(schema["required"]), where
+    for name, spec in schema.get("properties", {}).items():
+        if "required" in spec.get("items", {}):
+            for item in data[name]:
+                declared(item, spec["items"], f"{where}.{name}[]")
+        elif "required" in spec:
+            declared(data[name], spec, f"{where}.{name}")
+
+
+async def test_every_tool_answers_exactly_as_its_output_schema_says():
+    client, _ = await make_client("space:S", "page:1", "page:2")
+    answers = {}
+    async with client:
+        tools = {tool.name: tool for tool in await client.list_tools()}
+        assert set(tools) == {name for name, _ in ONE_CALL_EACH}
+        for name, args in ONE_CALL_EACH:
+            answer = (await client.call_tool(name, args)).structured_content
+            schema = tools[name].output_schema
+            assert schema["type"] == "object" and (schema.get("required") or schema.get("additionalProperties")), name
+            jsonschema.validate(answer, schema)
+            declared(answer, schema, name)
+            answers[name] = answer
+    # Listed items were there to check.
+    assert answers["search"]["hits"] and answers["search"]["entities"] and answers["explore"]["entities"] and answers["list_children"]["children"]
+
+
+async def test_optional_arguments_are_advertised_without_null_and_still_take_it():
+    client, _ = await make_client("space:S", "page:1")
+    async with client:
+        search = next(tool for tool in await client.list_tools() if tool.name == "search")
+        assert "null" not in str(search.input_schema) and search.input_schema["additionalProperties"] is False
+        found = await client.call_tool("search", {"query": "Metastore", "spaces": None, "labels": None})
+    assert [hit["id"] for hit in found.structured_content["hits"]] == ["page:1"]
+
+
+@pytest.mark.parametrize(("tool", "args"), ONE_CALL_EACH)
 async def test_every_tool_fails_closed(tool, args):
     client, observed = await make_client("space:S", "page:1", unavailable=True)
     async with client:
@@ -116,6 +158,7 @@ async def test_every_tool_fails_closed(tool, args):
         ("list_children", {"id": "space:S", "cursor": "bogus"}, "invalid cursor"),
         ("get_tree", {"id": "image:att1"}, "page, issue, space or project id"),
         ("resolve_path", {"path": "S//Open"}, "empty title"),
+        ("explore", {"entity": "Open", "hops": 3}, "hops"),
     ],
 )
 async def test_bad_arguments_are_invalid_argument(tool, args, needle):
