@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import dataclasses
 import json
@@ -155,8 +156,8 @@ def create_server(
 
     @asynccontextmanager
     async def request(ctx: Context, tool: str) -> AsyncIterator[tuple[Services, Gate, dict[str, Any]]]:
-        """One authorized request. Its receipt is observed whether it succeeds or fails, and any
-        failure leaves as one of the few stable MCP errors (mcp_app.errors)."""
+        """One authorized request. Its receipt is observed whether it succeeds, fails or is stopped,
+        and any failure leaves as one of the few stable MCP errors (mcp_app.errors)."""
         opened: Services = ctx.lifespan_context
         try:
             gate = opened.gate(identify())
@@ -166,6 +167,9 @@ def create_server(
         result: dict[str, Any] = {}
         try:
             yield opened, gate, result
+        except asyncio.CancelledError:  # stopped at its deadline, or its client went away
+            observe(tool, gate, {"error": "Stopped"})
+            raise
         except Exception as exc:
             observe(tool, gate, {"error": type(exc).__name__})
             raise to_tool_error(exc) from None  # mapped here, so expected answers log no traceback

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from contextlib import asynccontextmanager
 
 import jsonschema
@@ -198,3 +199,28 @@ async def test_entities_backed_by_too_many_documents_are_left_out_unchecked():
     result = await SemanticRetriever(HubIndex(), navigator, candidates=10).search(gate, "hive")
     assert result.entities == []
     assert [r.object for r in gate.records] == ["space:S"]
+
+
+class SlowAuthorizer(FakeAuthorizer):
+    async def batch_check(self, checks):
+        await asyncio.sleep(5)
+        return await super().batch_check(checks)
+
+
+async def test_a_call_stopped_at_its_deadline_still_leaves_its_receipt():
+    from core.settings import LimitSettings
+
+    store = FakeNavigatorStore()
+    await store.sync_space(SPACE, PAGES)
+    navigator, observed = Navigator(store), []
+
+    @asynccontextmanager
+    async def services():
+        yield Services(SlowAuthorizer(), navigator, SemanticRetriever(FakeSemanticIndex(), navigator, candidates=40))
+
+    server = create_server(services, lambda: Principal(user="bob"), observe=lambda *seen: observed.append(seen), limits=LimitSettings(deadline_s=0.2))
+    async with Client(server) as client:
+        with pytest.raises(ToolError, match="unavailable: the call took longer"):
+            await client.call_tool("fetch", {"id": "page:1"})
+    (tool, gate, result), = observed
+    assert (tool, result) == ("fetch", {"error": "Stopped"}) and gate.principal.user == "bob"
