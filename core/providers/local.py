@@ -23,8 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from core.errors import ConfigurationError
-from core.providers.base import Ahead, Entity, Extraction, Extractor, Relation
+from core.providers.base import Ahead, Entity, Extraction, Relation
 
 _HANGUL = re.compile(r"[\uac00-\ud7a3]")
 # Technical identifiers: dotted names (hive.exec.parallel, hive-site.xml), CamelCase with an inner

@@ -269,7 +269,7 @@ class Jira:
     def delete_issue(self, key: str) -> list[str]:
         """Delete an issue with its sub-tasks (as Jira does); its stories lose their epic. Returns
         the keys deleted."""
-        issue = self._issue(key)
+        self._issue(key)  # an unknown key is a 404
         gone = [key, *(s.key for s in self.subtasks(key))]
         for child in self.children(key):
             if child.hierarchy_level != SUBTASK:
