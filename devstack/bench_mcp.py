@@ -11,12 +11,15 @@ the production limits; its peak resident memory is read from ``/proc``.
 Each client calls, in a closed loop, a weighted mix of ``search`` (the Hive dev questions and
 page titles), ``fetch``, ``list_children``, ``get_ancestors``, ``related`` and ``list_spaces`` on
 pages drawn from the whole space, so about half of the calls of a user in the smaller groups
-name a page they may not see. The oracle decides each answer:
+name a page they may not see, and ``explore`` (one or two hops) from entities of the index drawn
+the same way. The oracle decides each answer, for explore with the index's own record of the
+pages behind each entity and relation:
 
-* a leak: an answer holding the id of a page the user may not see or the canary planted in it, or
-  a tool's result (not a refusal) for such a page;
-* an error: a refusal other than ``not_found`` for such a page, any refusal for a page the user
-  may see or of a search (``unavailable``, a denial), a transport failure, and a
+* a leak: an answer holding the id of a page the user may not see or the canary planted in it, a
+  tool's result (not a refusal) for such a page or for an entity such a page supports, or an
+  entity or relation shown that such a page supports;
+* an error: a refusal other than ``not_found`` for such a page or entity, any refusal for a page
+  or entity the user may see or of a search (``unavailable``, a denial), a transport failure, and a
   ``rate_limited`` that persists after the client has waited as told (``MAX_RETRIES`` times; the
   waits count in the latency and as ``throttled``).
 """
@@ -47,7 +50,9 @@ from devstack.leaks import StackEnvironment, plant_canaries, synced_suite_stack
 from devstack.reports import percentiles, write_report
 from evals.leaks.canaries import Canary
 from evals.leaks.oracle import Oracle
-from evals.leaks.suite import Answer, call_tool, exposed
+from evals.leaks.suite import UNKNOWN, Answer, call_tool, exposed
+from retrievers.explore import MAX_START_EVIDENCE
+from retrievers.factory import semantic_index
 
 REPORT = "bench-mcp.json"
 CLIENTS = 50
@@ -55,7 +60,8 @@ DURATION_S = 60.0
 MAX_RETRIES = 3
 LOAD_GROUPS = ("hive-committers", "hive-users", None)
 NAMED_USERS = ("alice", "bob", "carol")
-WORKLOAD = {"search": 3, "fetch": 3, "list_children": 2, "get_ancestors": 1, "related": 1, "list_spaces": 1}
+WORKLOAD = {"search": 3, "fetch": 3, "list_children": 2, "get_ancestors": 1, "related": 1, "list_spaces": 1, "explore": 1}
+EXPLORED = 400  # entities explore starts from, drawn evenly from the index's (names alone)
 NOT_FOUND = "not_found:"
 _RETRY_AFTER = re.compile(r"retry after ([\d.]+) s")
 
@@ -98,6 +104,8 @@ class Load:
     queries: tuple[str, ...]
     nodes: tuple[str, ...]  # every page and space id, visible or not
     pages: tuple[str, ...]  # every page id, visible or not
+    evidence: dict[str, frozenset[str]]  # entity or relation → the pages supporting it, as the index records
+    entities: tuple[str, ...]  # what explore starts from, visible or not
     visible: dict[str, frozenset[str]]  # user → typed ids the user may see
 
 
@@ -111,6 +119,8 @@ async def run_bench_mcp(settings: Settings, console: Console, *, clients: int = 
         async with OpenFGAClient(own.openfga, provision=True) as store:  # the oracle's word, as the leak suite writes it
             await StackEnvironment(own, store, list(view.spaces), list(view.pages)).apply(view.permissions)
         oracle = Oracle.of(view.spaces, view.pages, view.permissions)
+        async with semantic_index(own, queries_only=True) as index:  # read before the server opens it
+            evidence = await index.graph_evidence()
         load = Load(
             url=f"http://{own.mcp.host}:{own.mcp.port}/mcp",
             oracle=oracle,
@@ -118,6 +128,8 @@ async def run_bench_mcp(settings: Settings, console: Console, *, clients: int = 
             queries=_queries(settings, oracle),
             nodes=tuple([s.id for s in oracle.spaces] + sorted(p.id for p in oracle.pages)),
             pages=tuple(sorted(p.id for p in oracle.pages)),
+            evidence=evidence,
+            entities=_starts(evidence),
             visible={user: frozenset(oracle.visible(user)) for user in users},
         )
         report = await _measure(own, load, users, duration_s, console)
@@ -125,6 +137,12 @@ async def run_bench_mcp(settings: Settings, console: Console, *, clients: int = 
     _show(report, console)
     console.print(f"report: {path}")
     return report
+
+
+def _starts(evidence: dict[str, frozenset[str]]) -> tuple[str, ...]:
+    """Entities to explore from: every n-th by name, so all sizes and permissions come up."""
+    names = sorted(name for name in evidence if " -> " not in name)
+    return tuple(names[:: max(1, len(names) // EXPLORED)])
 
 
 def _queries(settings: Settings, oracle: Oracle) -> tuple[str, ...]:
@@ -194,7 +212,10 @@ async def _client(load: Load, token: str, user: str, rng: random.Random, until: 
             tally.latencies_ms.append(elapsed)
             tally.by_tool.setdefault(tool, []).append(elapsed)
             tally.requests += 1
-            _judge(tally, user, tool, arguments, answer, visible, hidden, load.canaries)
+            if tool == "explore":
+                _judge_walk(tally, user, arguments, answer, visible, hidden, load)
+            else:
+                _judge(tally, user, tool, arguments, answer, visible, hidden, load.canaries)
 
 
 async def _call(client: Client, tool: str, arguments: dict[str, Any], tally: Tally) -> Answer:
@@ -218,7 +239,33 @@ def _arguments(tool: str, load: Load, rng: random.Random) -> dict[str, Any]:
         return {"id": rng.choice(load.nodes), "limit": 20}
     if tool == "fetch":
         return {"id": rng.choice(load.pages), "max_tokens": 2000}
+    if tool == "explore":
+        return {"entity": rng.choice(load.entities), "hops": rng.choice((1, 2)), "limit": 20}
     return {"id": rng.choice(load.pages)}
+
+
+def _judge_walk(
+    tally: Tally, user: str, arguments: dict[str, Any], answer: Answer, visible: frozenset[str], hidden: set[str], load: Load
+) -> None:
+    """explore's answer against the index's record of the pages behind each entity and relation:
+    an entity the user may not explore is refused with ``not_found``, and everything shown
+    stands on pages the user may see."""
+    what = f"{user} explore {arguments}"
+    pages = load.evidence.get(arguments["entity"], frozenset({UNKNOWN}))
+    may_explore = pages <= visible and len(pages) <= MAX_START_EVIDENCE
+    if answer.error is not None:
+        if may_explore or not answer.error.startswith(NOT_FOUND):
+            tally.errors += 1
+            tally.note("error", f"{what}: {answer.error[:160]}")
+        return
+    data = answer.data or {}
+    shown = [(e["name"], e["evidence"]) for e in [data["entity"], *data["entities"]]]
+    shown += [(f"{r['source']} -> {r['target']}", r["evidence"]) for r in data["relations"]]
+    bad = [name for name, claimed in shown if not set(claimed) <= visible or not load.evidence.get(name, {UNKNOWN}) <= visible]
+    bad += exposed(answer, hidden, load.canaries)
+    if not may_explore or bad:
+        tally.leaks += 1
+        tally.note("leak", f"{what} showed {bad[:3] or 'an entity the user may not explore'}")
 
 
 def _judge(
