@@ -50,11 +50,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import dataclasses
 import json
 import logging
 import os
 from collections.abc import Awaitable, Callable, Iterator, Sequence, Set
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -709,15 +709,14 @@ class LightRAGIndex:
         if not names:
             return []
         rag = self._require_open()
-        nodes = await _nodes(rag.chunk_entity_relation_graph, names)
-        names = [name for name in names if name in nodes]
         sources = await self._tracked_chunks(rag.entity_chunks, names)
         doc_of = self._doc_of_chunks(sorted(set().union(*sources)))
-        return _graph_hits("entity", [(name, nodes[name], 0.0) for name in names], sources, doc_of)
+        nodes = await _nodes(rag.chunk_entity_relation_graph, names)
+        return _graph_hits("entity", [(name, nodes.get(name) or {}, 0.0) for name in names], sources, doc_of)
 
     async def entity_named(self, name: str, within: Set[str] | None = None) -> GraphHit | None:
         rag = self._require_open()
-        found = await self._entities([name])
+        found = await self._entities([name]) if await _nodes(rag.chunk_entity_relation_graph, [name]) else []
         if not found:
             # Names differ in case from page to page ("metastore", "Metastore"): the entities whose
             # names are nearest by vector, one of which should be it.
