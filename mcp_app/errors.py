@@ -29,7 +29,7 @@ def to_tool_error(exc: BaseException) -> ToolError:
     if isinstance(exc, ToolError):
         return exc
     if isinstance(exc, NotFound):
-        return ToolError("not_found: no such page, issue, space or project, or it is not visible to you", log_level=logging.DEBUG)
+        return ToolError("not_found: no such page, issue, space, project or entity, or it is not visible to you", log_level=logging.DEBUG)
     if isinstance(exc, InvalidArgument):
         return ToolError(f"invalid_argument: {exc}", log_level=logging.DEBUG)
     if isinstance(exc, AuthorizationUnavailable):
