@@ -50,8 +50,7 @@ from devstack.leaks import StackEnvironment, plant_canaries, synced_suite_stack
 from devstack.reports import percentiles, write_report
 from evals.leaks.canaries import Canary
 from evals.leaks.oracle import Oracle
-from evals.leaks.suite import UNKNOWN, Answer, call_tool, exposed
-from retrievers.explore import MAX_START_EVIDENCE
+from evals.leaks.suite import Answer, call_tool, explorable, explored_beyond, exposed
 from retrievers.factory import semantic_index
 
 REPORT = "bench-mcp.json"
@@ -251,18 +250,13 @@ def _judge_walk(
     an entity the user may not explore is refused with ``not_found``, and everything shown
     stands on pages the user may see."""
     what = f"{user} explore {arguments}"
-    pages = load.evidence.get(arguments["entity"], frozenset({UNKNOWN}))
-    may_explore = pages <= visible and len(pages) <= MAX_START_EVIDENCE
+    may_explore = explorable(arguments["entity"], visible, load.evidence)
     if answer.error is not None:
         if may_explore or not answer.error.startswith(NOT_FOUND):
             tally.errors += 1
             tally.note("error", f"{what}: {answer.error[:160]}")
         return
-    data = answer.data or {}
-    shown = [(e["name"], e["evidence"]) for e in [data["entity"], *data["entities"]]]
-    shown += [(f"{r['source']} -> {r['target']}", r["evidence"]) for r in data["relations"]]
-    bad = [name for name, claimed in shown if not set(claimed) <= visible or not load.evidence.get(name, {UNKNOWN}) <= visible]
-    bad += exposed(answer, hidden, load.canaries)
+    bad = explored_beyond(answer, visible, load.evidence) + exposed(answer, hidden, load.canaries)
     if not may_explore or bad:
         tally.leaks += 1
         tally.note("leak", f"{what} showed {bad[:3] or 'an entity the user may not explore'}")

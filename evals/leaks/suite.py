@@ -19,7 +19,7 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
@@ -137,6 +137,23 @@ def exposed(answer: Answer, hidden: set[str], canaries: Sequence[Canary] = ()) -
     found = sorted(n for n in set(_NUMBER.findall(answer.raw)) if n in hidden_numbers)
     found += [c.phrase for c in canaries if c.page_id in hidden and c.phrase in answer.raw]
     return found
+
+
+def explorable(name: str, visible: Set[str], evidence: Mapping[str, Set[str]]) -> bool:
+    """Whether explore may answer for the entity ``name``: every page behind it (by the index's
+    record) is visible, and few enough for one request to check."""
+    docs = evidence.get(name, {UNKNOWN})
+    return docs <= visible and len(docs) <= MAX_START_EVIDENCE
+
+
+def explored_beyond(answer: Answer, visible: Set[str], evidence: Mapping[str, Set[str]]) -> list[str]:
+    """The entities and relations of an explore answer that stand on a page outside ``visible``,
+    by the evidence the answer claims or by the index's own record (an item it does not know
+    counts)."""
+    data = answer.data or {}
+    shown = [(e["name"], e["evidence"]) for e in [data.get("entity", {}), *data.get("entities", [])]]
+    shown += [(f"{r['source']} -> {r['target']}", r["evidence"]) for r in data.get("relations", [])]
+    return [item for item, claimed in shown if not set(claimed) <= visible or not evidence.get(item, {UNKNOWN}) <= visible]
 
 
 class LeakSuite:
@@ -335,17 +352,13 @@ class LeakSuite:
         that does not exist."""
         evidence = self.target.evidence
         walked = await self.call(actor, "explore", entity=name, hops=2, limit=50)
-        docs = evidence.get(name, {UNKNOWN})
         if walked.error is not None:
-            may_see = actor.live and docs <= visible and len(docs) <= MAX_START_EVIDENCE
+            may_see = actor.live and explorable(name, visible, evidence)
             absent = await self.call(actor, "explore", entity=MISSING_ENTITY, hops=2, limit=50)
             verdict: Verdict = "false_denial" if may_see else "ok" if walked.raw == absent.raw else "leak"
             self.judge("entity_pivot", actor, f"explore {name!r} refused: {walked.error[:80]}", verdict, walked)
             return
-        data = walked.data or {}
-        shown = [(e["name"], e["evidence"]) for e in [data.get("entity", {}), *data.get("entities", [])]]
-        shown += [(f"{r['source']} -> {r['target']}", r["evidence"]) for r in data.get("relations", [])]
-        bad = [item for item, claimed in shown if not set(claimed) <= visible or not evidence.get(item, {UNKNOWN}) <= visible]
+        bad = explored_beyond(walked, visible, evidence)
         self.judge("entity_pivot", actor, f"explore {name!r} showed {bad[:3]}", "leak" if bad else "ok", walked)
 
     async def probe_session(self) -> None:
