@@ -290,7 +290,7 @@ class LightRAGIndex:
             # model_name: server engines keep the vectors of each embedder in tables of their own
             embedding_func=EmbeddingFunc(embedding_dim=embedder.dim, func=embed, model_name=embedder.name),
             embedding_batch_num=32,
-            embedding_func_max_async=1,
+            embedding_func_max_async=2,  # the offline embedder runs two passes at once (LocalEmbedder.streams)
             default_embedding_timeout=600,
             llm_model_func=llm,
             # LightRAG's extraction cache is partitioned by this name: another extractor misses it

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import threading
+import time
 
 import numpy as np
 import pytest
+import threadpoolctl
 
 from core.errors import ConfigurationError
 from core.providers.base import Embedder, Extraction, Extractor
@@ -189,6 +193,41 @@ async def test_embedder_is_lazy_and_512_wide() -> None:
     vectors = await embedder.embed(["Apache Hive", "하이브"])
     assert vectors.shape == (2, 512) and vectors.dtype == np.float32
     assert (await embedder.embed([])).shape == (0, 512)
+
+
+async def test_embedder_runs_single_threaded_passes_side_by_side() -> None:
+    embedder = LocalEmbedder(streams=2)
+    texts = [f"Table {n} of the warehouse keeps its partitions in HDFS" for n in range(48)]
+    alone = await embedder.embed(texts)
+    assert {pool["num_threads"] for pool in threadpoolctl.threadpool_info() if pool["user_api"] == "blas"} == {1}
+
+    model, guard, running, most = embedder._model, threading.Lock(), 0, 0
+
+    class Watched:
+        def encode(self, batch: list[str]) -> np.ndarray:
+            nonlocal running, most
+            with guard:
+                running += 1
+                most = max(most, running)
+            try:
+                time.sleep(0.05)  # long enough for the other calls to arrive
+                return model.encode(batch)
+            finally:
+                with guard:
+                    running -= 1
+
+    embedder._model = Watched()
+    parts = await asyncio.gather(*(embedder.embed(texts[n::4]) for n in range(4)))
+    assert most == 2  # two passes at once, never more
+    together = np.empty_like(alone)
+    for n, part in enumerate(parts):
+        together[n::4] = part
+    np.testing.assert_allclose(together, alone, atol=1e-5)  # passes side by side do not disturb each other
+
+
+def test_embedder_needs_a_stream() -> None:
+    with pytest.raises(ValueError, match="at least one stream"):
+        LocalEmbedder(streams=0)
 
 
 def test_entity_names_lose_list_bullets_and_wrapping_punctuation() -> None:
