@@ -36,13 +36,16 @@ LightRAG's sharp edges, and how this module guards them:
 * LightRAG flushes every storage after each document it inserts, and several times per document
   it deletes. File storages rewrite their whole file on each flush, so indexing cost grows with
   the square of the index. Within one ``upsert`` or ``delete`` call the flushes are collected
-  (``_flushes_deferred``) and run once when the call ends, the document-status store last: it
-  says which documents are done, so it must never run ahead of the data it vouches for. The graph
+  (``_flushes_deferred``) and run once per storage at a checkpoint between batches, only when the
+  work since the last write took :data:`WRITE_SPACING` times as long as that write (so writing
+  stays a bounded share of the time however large the index grows), and when the call ends; the
+  document-status store last: it says which documents are done, so it must never run ahead of
+  the data it vouches for. The graph
   file is written by networkx, which uses ``lxml`` when it is installed (it is a dependency for
   that reason: about 40% faster than the standard library's writer on the Hive graph).
-* Extraction is the other large cost. While a batch's vectors are computed and written, the
-  chunks of the next batch (cut by LightRAG's own chunker with our sizes) are handed to the
-  extractor's ``prefetch``, so an extractor with worker processes has them ready when LightRAG asks.
+* Extraction is the other large cost. As a batch starts, the chunks of the next batch (cut by
+  LightRAG's own chunker with our sizes) are handed to the extractor's ``prefetch``, so an
+  extractor with worker processes has them ready when LightRAG asks.
 """
 
 from __future__ import annotations
@@ -54,7 +57,8 @@ import dataclasses
 import json
 import logging
 import os
-from collections.abc import Awaitable, Callable, Iterator, Sequence, Set
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -86,6 +90,10 @@ LEGACY_EMBEDDER = LocalEmbedder.name
 PG_MAX_SCAN_TUPLES = 2_000_000
 #: entities read by vector to find one whose name differs from the one asked for only in case
 CASE_CANDIDATES = 20
+# Writes wait until the work since the last one has taken this many times as long as that write
+# did: a file storage is rewritten whole, and writing after every batch made the cost of a sync
+# grow with the square of the index. An interrupted sync redoes at most that much work.
+WRITE_SPACING = 4
 #: LightRAG's storages per profile: (key-value, vectors, graph, document status)
 FILE_STORAGES = ("JsonKVStorage", "NanoVectorDBStorage", "NetworkXStorage", "JsonDocStatusStorage")
 ENGINE_STORAGES = ("PGKVStorage", "PGVectorStorage", "Neo4JStorage", "PGDocStatusStorage")
@@ -483,14 +491,15 @@ class LightRAGIndex:
         size = self._settings.insert_batch_size
         slices = [docs[start : start + size] for start in range(0, len(docs), size)]
         batches = [[doc for doc in part if not await self._unchanged(doc)] for part in slices]
-        await self._prefetch(batches[:1])
         removals = list(remove)
         done = 0
-        for number, (part, batch) in enumerate(zip(slices, batches, strict=True)):
-            if batch:
-                ids = [doc.doc_id for doc in batch]
+        async with self._flushes_deferred() as checkpoint:
+            await self._prefetch(batches[:1])
+            for number, (part, batch) in enumerate(zip(slices, batches, strict=True)):
                 # The next batch is extracted while this one's vectors are computed and written.
-                async with self._flushes_deferred(before=lambda n=number: self._prefetch(batches[n + 1 : n + 2])):
+                await self._prefetch(batches[number + 1 : number + 2])
+                if batch:
+                    ids = [doc.doc_id for doc in batch]
                     await self._delete([*removals, *ids])
                     removals = []
                     try:
@@ -500,17 +509,13 @@ class LightRAGIndex:
                     titles = {doc.doc_id: _title(doc.text) for doc in batch}
                     self._lexical.replace([], await self._lexical_entries(ids, titles))
                     self._extracted_by.update((doc_id, self._extractor.name) for doc_id in ids)
-                await self._raise_on_failures(ids)
-            else:
-                if removals:
-                    await self.delete(removals)
-                    removals = []
-                await self._prefetch(batches[number + 1 : number + 2])
-            done += len(part)
-            if on_progress is not None:
-                on_progress(done)
-        if removals:  # nothing to index
-            await self.delete(removals)
+                    await self._raise_on_failures(ids)
+                    await checkpoint()
+                done += len(part)
+                if on_progress is not None:
+                    on_progress(done)
+            if removals:  # nothing was indexed to carry them
+                await self._delete(removals)
 
     async def _prefetch(self, batches: Sequence[Sequence[IndexDocument]]) -> None:
         """Tell the extractor which chunk texts LightRAG is about to ask about (chunked as it will)."""
@@ -574,12 +579,13 @@ class LightRAGIndex:
             _parsed_extractions.reset(parsed_once)
 
     @contextlib.asynccontextmanager
-    async def _flushes_deferred(self, before: Callable[[], Awaitable[None]] | None = None) -> Any:
-        """Collect the storages LightRAG asks to flush; flush each once on the way out (also when
-        the call failed: what LightRAG finished before the failure is kept, as it would have been).
-        ``before`` runs just ahead of the flush."""
+    async def _flushes_deferred(self) -> AsyncIterator[Callable[[], Awaitable[None]]]:
+        """Collect the storages LightRAG asks to flush, and flush each once: when the checkpoint
+        this yields finds it due (:data:`WRITE_SPACING`), and on the way out (also when the call
+        failed: what LightRAG finished before the failure is kept, as it would have been)."""
         storages = [s for s in vars(self._rag).values() if isinstance(s, StorageNameSpace)]
         pending: dict[int, StorageNameSpace] = {}
+        last = {"written": time.monotonic(), "took": 0.0}
 
         def deferred(storage: StorageNameSpace) -> Callable[[], Any]:
             async def note() -> None:
@@ -587,24 +593,16 @@ class LightRAGIndex:
 
             return note
 
-        for storage in storages:
-            storage.index_done_callback = deferred(storage)  # type: ignore[method-assign]
-        try:
-            yield
-        finally:
-            for storage in storages:
-                del storage.index_done_callback  # the class's own method again
-            if before is not None:
-                try:
-                    await before()
-                except Exception:  # a hint to work ahead; the flush must happen regardless
-                    logging.getLogger("wayfinder.index").warning("working ahead on the next batch failed", exc_info=True)
+        async def flush() -> None:
+            started = time.monotonic()
             status = [s for s in pending.values() if isinstance(s, DocStatusStorage)]
             data = [s for s in pending.values() if not isinstance(s, DocStatusStorage)]
             if pending:
                 await asyncio.to_thread(self._save_sidecars)
+            pending.clear()
             for group in (data, status):  # the status only once all the data it vouches for is written
-                results = await asyncio.gather(*(s.index_done_callback() for s in group), return_exceptions=True)
+                # the class's own method: the instance's is the note above until the call ends
+                results = await asyncio.gather(*(type(s).index_done_callback(s) for s in group), return_exceptions=True)
                 self._row_docs.clear()  # the file vector stores apply their rows when flushed
                 failed = [r for r in results if isinstance(r, BaseException)]
                 for error in failed:
@@ -612,6 +610,20 @@ class LightRAGIndex:
                         raise error
                 if failed:
                     raise IndexError_(f"LightRAG could not write its storages: {failed[0]}") from failed[0]
+            last.update(written=time.monotonic(), took=time.monotonic() - started)
+
+        async def checkpoint() -> None:
+            if pending and time.monotonic() - last["written"] >= WRITE_SPACING * last["took"]:
+                await flush()
+
+        for storage in storages:
+            storage.index_done_callback = deferred(storage)  # type: ignore[method-assign]
+        try:
+            yield checkpoint
+        finally:
+            for storage in storages:
+                del storage.index_done_callback  # the class's own method again
+            await flush()
 
     # -- reads ----------------------------------------------------------------------------------
 
