@@ -94,6 +94,13 @@ CASE_CANDIDATES = 20
 # did: a file storage is rewritten whole, and writing after every batch made the cost of a sync
 # grow with the square of the index. An interrupted sync redoes at most that much work.
 WRITE_SPACING = 4
+# Entities and relations are embedded by their names and the head of their description: the first
+# fragment (one page's words about it), this many characters at most. A merged description grows
+# with every page that mentions the item; embedding all of it was two thirds of the index's
+# embedding, and made no channel better: on the dev sets the heads did as well or better
+# (Hive recall@5 0.933 → 0.933, MRR 0.851 → 0.896; MuSiQue 0.642 → 0.645, all-hops 0.36 → 0.38).
+# What the storages keep is the whole description.
+DESCRIPTION_HEAD = 150
 #: LightRAG's storages per profile: (key-value, vectors, graph, document status)
 FILE_STORAGES = ("JsonKVStorage", "NanoVectorDBStorage", "NetworkXStorage", "JsonDocStatusStorage")
 ENGINE_STORAGES = ("PGKVStorage", "PGVectorStorage", "Neo4JStorage", "PGDocStatusStorage")
@@ -324,6 +331,7 @@ class LightRAGIndex:
         try:
             with self._engine_environment():
                 self._rag = self._build()
+                _embed_description_heads(self._rag)
                 if self._queries_only and self._engines is None:
                     for name in NOT_FOR_QUERIES:
                         setattr(self._rag, name, _NotLoaded(name))
@@ -928,6 +936,29 @@ async def _edges(storage: Any, pairs: list[tuple[str, str]]) -> dict[tuple[str, 
         graph = await storage._get_graph()
         return {(a, b): dict(graph.edges[a, b]) for a, b in pairs if graph.has_edge(a, b)}
     return dict(await storage.get_edges_batch([{"src": a, "tgt": b} for a, b in pairs]))
+
+
+def _embed_description_heads(rag: Any) -> None:
+    """The entity and relation vector stores embed :func:`_headed` texts (:data:`DESCRIPTION_HEAD`)."""
+    for storage, lines in ((rag.entities_vdb, 1), (rag.relationships_vdb, 2)):  # "name\n…", "keywords\tsource\ntarget\n…"
+        inner = storage.embedding_func  # LightRAG's, with its concurrency limit
+
+        async def func(texts: list[str], *args: Any, inner: Any = inner, lines: int = lines, **kwargs: Any) -> Any:
+            return await inner.func([_headed(text, lines) for text in texts], *args, **kwargs)
+
+        storage.embedding_func = dataclasses.replace(inner, func=func)
+
+
+def _headed(text: str, lines: int) -> str:
+    """``text`` with what follows its first ``lines`` lines (the description) cut to its head; a
+    text without them (a query) as it is."""
+    parts = text.split("\n", lines)
+    if len(parts) <= lines:
+        return text
+    head = " ".join(parts[lines].split(GRAPH_FIELD_SEP, 1)[0].split())
+    if len(head) > DESCRIPTION_HEAD:
+        head = head[:DESCRIPTION_HEAD].rsplit(" ", 1)[0]
+    return "\n".join([*parts[:lines], head])
 
 
 async def _node_edges(storage: Any, names: list[str]) -> dict[str, list[tuple[str, str]]]:

@@ -3,6 +3,7 @@ the production engines (PostgreSQL with pgvector, Neo4j) of the test session."""
 
 from __future__ import annotations
 
+import json
 import logging
 import secrets
 import subprocess
@@ -11,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from lightrag.constants import GRAPH_FIELD_SEP
+from lightrag.utils import compute_mdhash_id
 
 from core.errors import ConfigurationError, IndexError_, InvalidArgument
 from core.providers.local import LocalEmbedder, LocalExtractor
@@ -222,6 +225,40 @@ async def test_writes_between_batches_wait_until_the_work_since_outweighs_them(
     assert len(writes) == status_writes
     async with LightRAGIndex(settings, tmp_path, embedder, extractor) as index:
         assert await index.indexed_doc_ids() == {doc.doc_id for doc in DOCS}
+
+
+class Recording(LocalEmbedder):
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts: list[str] = []
+
+    async def embed(self, texts: list[str], *, query: bool = False):
+        self.texts.extend(texts)
+        return await super().embed(texts, query=query)
+
+
+async def test_entities_and_relations_are_embedded_by_name_and_description_head(tmp_path: Path, extractor: LocalExtractor) -> None:
+    recording = Recording()
+    long_page = " ".join(f"HiveServer2 serves JDBC clients of the Metastore in deployment number {n}." for n in range(30))
+    async with open_index(tmp_path, recording, extractor) as index:
+        await index.upsert([*DOCS, IndexDocument("page:9", long_page)])
+        entity = await index._rag.entities_vdb.get_by_id(compute_mdhash_id("HiveServer2", prefix="ent-"))
+    [stored] = tmp_path.rglob("vdb_relationships.json")
+    relations = json.loads(stored.read_text())["data"]
+    name, description = entity["content"].split("\n", 1)
+    assert name == "HiveServer2" and GRAPH_FIELD_SEP in description  # stored whole: fragments of several pages
+    head = " ".join(description.split(GRAPH_FIELD_SEP)[0].split())  # one page's words, short enough to keep whole
+    assert len(head) <= lightrag_adapter.DESCRIPTION_HEAD
+    assert f"HiveServer2\n{head}" in recording.texts and entity["content"] not in recording.texts
+    assert relations and all(row["content"] not in recording.texts for row in relations if len(row["content"]) > 300)
+    longest = max(len(text) for text in recording.texts if text.startswith("HiveServer2\n"))
+    assert longest <= len("HiveServer2\n") + lightrag_adapter.DESCRIPTION_HEAD
+
+
+def test_a_query_is_embedded_as_it_is() -> None:
+    assert lightrag_adapter._headed("HiveServer2, JDBC", 1) == "HiveServer2, JDBC"
+    assert lightrag_adapter._headed("serve\tHiveServer2\nJDBC", 2) == "serve\tHiveServer2\nJDBC"
+    assert lightrag_adapter._headed(f"HiveServer2\n{'word ' * 100}", 1) == "HiveServer2\n" + " ".join(["word"] * 30)
 
 
 class Witness(LocalExtractor):
