@@ -520,10 +520,12 @@ class LightRAGIndex:
                     await self._raise_on_failures(ids)
                     await checkpoint()
                 done += len(part)
-                if on_progress is not None:
+                if on_progress is not None and done < len(docs):
                     on_progress(done)
             if removals:  # nothing was indexed to carry them
                 await self._delete(removals)
+        if on_progress is not None and docs:
+            on_progress(done)  # the last report waits for the last write
 
     async def _prefetch(self, batches: Sequence[Sequence[IndexDocument]]) -> None:
         """Tell the extractor which chunk texts LightRAG is about to ask about (chunked as it will)."""

@@ -203,26 +203,36 @@ async def test_one_upsert_writes_each_storage_once_and_the_document_status_last(
             await index.upsert([changed], remove=["page:1"])
 
 
-@pytest.mark.parametrize(("spacing", "status_writes"), [(0, 3), (10**6, 2)])
+WRITTEN = "doc_status"
+
+
+@pytest.mark.parametrize(
+    ("spacing", "events"),
+    [
+        (0, [WRITTEN, "1 done", WRITTEN, "2 done", WRITTEN, "3 done"]),
+        (10**6, [WRITTEN, "1 done", "2 done", WRITTEN, "3 done"]),
+    ],
+)
 async def test_writes_between_batches_wait_until_the_work_since_outweighs_them(
-    tmp_path: Path, embedder: LocalEmbedder, extractor: LocalExtractor, monkeypatch: pytest.MonkeyPatch, spacing: int, status_writes: int
+    tmp_path: Path, embedder: LocalEmbedder, extractor: LocalExtractor, monkeypatch: pytest.MonkeyPatch, spacing: int, events: list[str]
 ) -> None:
     """One batch per document: with no spacing every batch is written; with a spacing no batch
-    outweighs, only the first (which times a write) and the end are, and nothing is lost."""
+    outweighs, only the first (which times a write) and the end are, and nothing is lost. The
+    last progress report comes once everything is written."""
     from lightrag.kg.json_doc_status_impl import JsonDocStatusStorage
 
-    writes: list[str] = []
+    seen: list[str] = []
 
     async def counted(self, real=JsonDocStatusStorage.index_done_callback) -> None:
-        writes.append(self.namespace)
+        seen.append(self.namespace)
         await real(self)
 
     monkeypatch.setattr(JsonDocStatusStorage, "index_done_callback", counted)
     monkeypatch.setattr(lightrag_adapter, "WRITE_SPACING", spacing)
     settings = LightRAGSettings(workspace="test", insert_batch_size=1)
     async with LightRAGIndex(settings, tmp_path, embedder, extractor) as index:
-        await index.upsert(DOCS)
-    assert len(writes) == status_writes
+        await index.upsert(DOCS, on_progress=lambda done: seen.append(f"{done} done"))
+    assert seen == events
     async with LightRAGIndex(settings, tmp_path, embedder, extractor) as index:
         assert await index.indexed_doc_ids() == {doc.doc_id for doc in DOCS}
 
