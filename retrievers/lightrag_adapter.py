@@ -542,9 +542,12 @@ class LightRAGIndex:
                 )
             ]
 
-        texts = await asyncio.to_thread(chunk_texts)
-        if texts:
-            await asyncio.to_thread(self._extractor.prefetch, texts)
+        try:
+            texts = await asyncio.to_thread(chunk_texts)
+            if texts:
+                await asyncio.to_thread(self._extractor.prefetch, texts)
+        except Exception:  # a hint to work ahead: LightRAG asks for every text anyway
+            logging.getLogger("wayfinder.index").warning("working ahead on the next batch failed", exc_info=True)
 
     async def _unchanged(self, doc: IndexDocument) -> bool:
         if self._extracted_by.get(doc.doc_id) != self._extractor.name:

@@ -298,6 +298,18 @@ async def test_the_index_hints_each_chunk_before_lightrag_asks_for_it(tmp_path: 
     assert sorted(witness.asked) == sorted(witness.hinted)
 
 
+class NoHints(LocalExtractor):
+    def prefetch(self, texts) -> None:
+        raise RuntimeError("no pool today")
+
+
+async def test_indexing_goes_on_when_working_ahead_fails(tmp_path: Path, embedder: LocalEmbedder, caplog: pytest.LogCaptureFixture) -> None:
+    async with LightRAGIndex(LightRAGSettings(workspace="test", insert_batch_size=2), tmp_path, embedder, NoHints()) as index:
+        await index.upsert(DOCS)
+        assert await index.indexed_doc_ids() == {doc.doc_id for doc in DOCS}
+    assert "working ahead on the next batch failed" in caplog.text
+
+
 async def test_guards(tmp_path: Path, embedder: LocalEmbedder, extractor: LocalExtractor, monkeypatch: pytest.MonkeyPatch) -> None:
     async with open_index(tmp_path / "a", embedder, extractor) as index:
         with pytest.raises(ConfigurationError, match="already open in this process"):
