@@ -57,6 +57,7 @@ import dataclasses
 import json
 import logging
 import os
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence, Set
 from dataclasses import dataclass
@@ -94,7 +95,7 @@ CASE_CANDIDATES = 20
 # did: a file storage is rewritten whole, and writing after every batch made the cost of a sync
 # grow with the square of the index. An interrupted sync redoes at most that much work.
 WRITE_SPACING = 4
-# Entities and relations are embedded by their names and the head of their description: the first
+# Entities and relations are embedded by their names and the head of their description: one
 # fragment (one page's words about it), this many characters at most. A merged description grows
 # with every page that mentions the item; embedding all of it was two thirds of the index's
 # embedding, and made no channel better: on the dev sets the heads did as well or better
@@ -954,13 +955,19 @@ def _embed_description_heads(rag: Any) -> None:
         storage.embedding_func = dataclasses.replace(inner, func=func)
 
 
+_FRAGMENT_SEP = re.compile(f"{re.escape(GRAPH_FIELD_SEP)}|\n")  # merged fragments; a summary's lines
+
+
 def _headed(text: str, lines: int) -> str:
     """``text`` with what follows its first ``lines`` lines (the description) cut to its head; a
     text without them (a query) as it is."""
     parts = text.split("\n", lines)
     if len(parts) <= lines:
         return text
-    head = " ".join(parts[lines].split(GRAPH_FIELD_SEP, 1)[0].split())
+    # A description merges in processing order, which concurrent inserts leave open: the head is
+    # the fragment that sorts first, so the same fragments give the same vector.
+    fragments = (" ".join(fragment.split()) for fragment in re.split(_FRAGMENT_SEP, parts[lines]))
+    head = min((fragment for fragment in fragments if fragment), default="")
     if len(head) > DESCRIPTION_HEAD:
         head = head[:DESCRIPTION_HEAD].rsplit(" ", 1)[0]
     return "\n".join([*parts[:lines], head])
