@@ -98,8 +98,9 @@ WRITE_SPACING = 4
 # Entities and relations are embedded by their names and the head of their description: one
 # fragment (one page's words about it), this many characters at most. A merged description grows
 # with every page that mentions the item; embedding all of it was two thirds of the index's
-# embedding, and made no channel better: on the dev sets the heads did as well or better
-# (Hive recall@5 0.933 → 0.933, MRR 0.851 → 0.896; MuSiQue 0.642 → 0.645, all-hops 0.36 → 0.38).
+# embedding. On the dev sets (`make eval`, whole descriptions → heads): Hive recall@5 0.933 →
+# 0.933, MRR 0.851 → 0.818 (one question's best page second); MuSiQue recall@5 0.642 → 0.665,
+# all-hops 0.36 → 0.42.
 # What the storages keep is the whole description.
 DESCRIPTION_HEAD = 150
 #: LightRAG's storages per profile: (key-value, vectors, graph, document status)
