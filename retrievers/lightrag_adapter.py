@@ -967,7 +967,7 @@ def _headed(text: str, lines: int) -> str:
         return text
     # A description merges in processing order, which concurrent inserts leave open: the head is
     # the fragment that sorts first, so the same fragments give the same vector.
-    fragments = (" ".join(fragment.split()) for fragment in re.split(_FRAGMENT_SEP, parts[lines]))
+    fragments = (" ".join(fragment.split()) for fragment in _FRAGMENT_SEP.split(parts[lines]))
     head = min((fragment for fragment in fragments if fragment), default="")
     if len(head) > DESCRIPTION_HEAD:
         head = head[:DESCRIPTION_HEAD].rsplit(" ", 1)[0]

@@ -328,10 +328,10 @@ class LocalExtractor:
         docs = self._spacy().pipe(plains, batch_size=len(texts))
         return [self._analyse(text, plain, doc)[0] for text, plain, doc in zip(texts, plains, docs, strict=True)]
 
-    def _analyse(self, text: str, plain: str | None = None, doc: Any = None) -> tuple[Extraction, list[str]]:
-        """The extraction and the noun phrases of ``text`` (``plain``: its :func:`prose`, ``doc``:
-        that parsed, when the caller has them)."""
-        if plain is None or doc is None:
+    def _analyse(self, text: str, plain: str = "", doc: Any = None) -> tuple[Extraction, list[str]]:
+        """The extraction and the noun phrases of ``text`` (``plain``: its :func:`prose`, and
+        ``doc``: that parsed, when the caller has both)."""
+        if doc is None:
             plain = prose(text)
             doc = self._spacy()(plain)
         # A link to another page names it: its label is an entity wherever the chunk links there.
