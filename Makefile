@@ -28,8 +28,9 @@ test: install
 test-unit: install
 	$(BIN)/python -m pytest tests/unit
 
-# Retrieval quality on the Hive and MuSiQue dev sets: Wayfinder, plain BM25 and plain LightRAG side
-# by side, as alice; reports in .wayfinder/reports/eval-*.json. Own stack; the first run indexes
+# Retrieval quality on the Hive and MuSiQue dev sets: Wayfinder, plain BM25, dense and LightRAG side
+# by side, and the navigator's exactness, as alice; reports (JSON, Markdown, plots) in
+# .wayfinder/reports/eval-<dataset>-<date>/. Own stack; the first run indexes
 # both corpora (2,195 pages), later runs reuse them.
 eval: install
 	$(BIN)/wayfinder eval

@@ -315,7 +315,7 @@ def eval_(
     principal: str = typer.Option("alice", help="The user whose view is scored (gold pages hidden from them are left out)."),
     k: str = typer.Option("1,5,10", help="Cut-offs for recall@k, comma-separated."),
 ) -> None:
-    """Retrieval quality: Wayfinder, plain BM25 and plain LightRAG side by side on a stack of its own (Hive + MuSiQue)."""
+    """Retrieval quality: Wayfinder beside plain BM25, dense and LightRAG, and the navigator's exactness, on a stack of its own (Hive + MuSiQue)."""
     from devstack.evaluation import default_datasets, run_eval
     from retrievers.semantic import MAX_TOP_K
 

@@ -1,12 +1,14 @@
 """The stack of ``wayfinder eval`` (``make eval``): its own data directory (``<data dir>/eval``) and
 ports, the Confluence emulator seeded with the Hive space and the MuSiQue passages, synced like
 any site — the first run indexes both (2,195 pages), later runs find nothing changed. Then
-:mod:`evals.runner` asks each dataset's questions; JSON in ``<data dir>/reports/eval-<corpus>.json``.
+:mod:`evals.runner` asks each dataset's questions; the report in ``<data dir>/reports/eval-<dataset>-<date>/``
+(:mod:`evals.reporting`).
 """
 
 from __future__ import annotations
 
 import secrets
+from datetime import UTC, datetime
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,6 @@ from rich.console import Console
 from authz.client import OpenFGAClient
 from authz.gate import Gate
 from authz.prefilter import ACL_FILE, AclFile
-from core.errors import WayfinderError
 from core.models import Principal
 from core.settings import Settings
 from devstack import stack
@@ -27,9 +28,9 @@ from devstack.atlassian.musique import seed_musique
 from devstack.atlassian.runner import serving
 from devstack.atlassian.site import Site
 from devstack.leaks import synced_from
-from devstack.reports import write_report
 from evals.datasets import load_dataset
-from evals.runner import DEPTH, ask, report, show
+from evals.reporting import build, dataset_name, show, write
+from evals.runner import DEPTH, EvalFailed, Systems, evaluate
 from navigator.navigator import Navigator
 from navigator.store import Neo4jStore
 from pipeline.raw_store import RawStore
@@ -39,10 +40,6 @@ from retrievers.factory import semantic_index
 from retrievers.semantic import SemanticRetriever
 
 EMULATOR_PORT = 25490  # fixed, like the site of a real deployment: the sync remembers what it read
-
-
-class EvalFailed(WayfinderError):
-    """The evaluation's stack could not be built (e.g. the sync failed)."""
 
 
 def default_datasets(settings: Settings) -> list[Path]:
@@ -81,17 +78,16 @@ async def run_eval(settings: Settings, console: Console, datasets: Sequence[Path
             async with OpenFGAClient(own.openfga) as authorizer, Neo4jStore(own.neo4j) as graph, semantic_index(own) as index:
                 navigator = Navigator(graph)
                 retriever = SemanticRetriever(index, navigator, own.mcp.search_candidates, AclFile(own.index_dir / ACL_FILE))
+                systems = Systems(
+                    lambda: Gate(authorizer, principal, deadline_s=own.openfga.check_timeout_s), retriever, navigator, index, max(DEPTH, *ks)
+                )
                 reports = []
                 for path, questions in loaded.items():
                     console.print(f"{path}: {len(questions)} question(s) as {user}")
-                    scored = [
-                        await ask(Gate(authorizer, principal, deadline_s=own.openfga.check_timeout_s), q, retriever, navigator, index, max(DEPTH, *ks))
-                        for q in questions
-                        if q.searchable
-                    ]
-                    result = report(path, user, ks, questions, scored)
+                    prepared, searched, navigated = await evaluate(dataset_name(path), systems, questions, ks)
+                    result = build(path, user, datetime.now(UTC).date(), questions, prepared, searched, navigated)
                     show(result, console)
-                    console.print(f"report: {write_report(settings, result['report'], result)}")
+                    console.print(f"report: {write(result, settings.data_dir / 'reports')}")
                     reports.append(result)
                 return reports
         finally:

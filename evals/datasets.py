@@ -1,5 +1,7 @@
 """Evaluation questions from a file: the Hive wiki's ``questions_dev.jsonl`` format (one JSON object
-per line: ``id``, ``kind``, ``question``, ``gold_pages`` as bare page ids) or the MuSiQue format
+per line: ``id``, ``kind``, ``question``, ``gold_pages`` as bare page ids, and for a navigation
+question ``nav``: ``{"op": "children" | "subtree" | "resolve_path", "node": page id or title path,
+"depth": subtree levels, 2 if left out}``, whose exact answer is ``gold_pages``) or the MuSiQue format
 (a JSON list of questions whose ``paragraphs`` mark the supporting ones; the passages are the pages
 of the ``MUSIQUE`` space, found through the ``corpus.json`` beside the file)."""
 
@@ -23,12 +25,27 @@ def passage_pages(corpus_file: Path) -> dict[tuple[str, str], str]:
     return {(p["title"].strip(), p["text"].strip()): f"page:{MUSIQUE_FIRST_ID + number}" for number, p in enumerate(passages)}
 
 
+NAV_OPS = ("children", "subtree", "resolve_path")
+
+
+@dataclass(frozen=True)
+class Navigation:
+    """What a navigation question asks the navigator: the children of a page, its subtree
+    ``depth`` levels down (in tree order, the page itself left out), or the page a title path
+    names. The gold pages are the exact answer, in order."""
+
+    op: str  # one of NAV_OPS
+    node: str  # a page id ("page:27362076"); for resolve_path, a title path
+    depth: int = 2  # subtree only
+
+
 @dataclass(frozen=True)
 class Question:
     id: str
     kind: str  # semantic, multihop, navigation (Hive); 2hop, 3hop, 4hop (MuSiQue)
     question: str
     gold: tuple[str, ...]  # page ids, e.g. "page:27362069"
+    nav: Navigation | None = None  # navigation questions with a ``nav`` object
 
     @property
     def searchable(self) -> bool:
@@ -55,7 +72,8 @@ def _jsonl(path: Path, text: str) -> list[Question]:
         try:
             row = json.loads(line)
             gold = tuple(f"page:{p}" for p in row["gold_pages"])
-            questions.append(Question(str(row["id"]), str(row.get("kind", "semantic")), str(row["question"]), gold))
+            nav = _navigation(row["nav"]) if row.get("nav") else None
+            questions.append(Question(str(row["id"]), str(row.get("kind", "semantic")), str(row["question"]), gold, nav))
         except (ValueError, KeyError, TypeError) as exc:
             raise InvalidArgument(f"{path}:{number}: not a question with id, question and gold_pages ({exc})") from exc
         if not gold:
@@ -63,6 +81,14 @@ def _jsonl(path: Path, text: str) -> list[Question]:
     if not questions:
         raise InvalidArgument(f"{path}: no questions")
     return questions
+
+
+def _navigation(nav: dict[str, object]) -> Navigation:
+    op = str(nav["op"])
+    if op not in NAV_OPS:
+        raise ValueError(f"nav op {op!r} is none of {', '.join(NAV_OPS)}")
+    node = str(nav["node"])
+    return Navigation(op, node if op == "resolve_path" else f"page:{node}", int(nav.get("depth", 2)))  # type: ignore[call-overload]
 
 
 def _musique(path: Path, text: str) -> list[Question]:

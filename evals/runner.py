@@ -1,112 +1,161 @@
 """Retrieval quality on question files, Wayfinder beside its baselines, in one run
-(``wayfinder eval``; its stack is :mod:`devstack.evaluation`).
+(``wayfinder eval``; its stack is :mod:`devstack.evaluation`), on ``pydantic_evals`` datasets.
 
-Each question is asked as one principal of three systems, each authorized with that principal's
-gate before anything is scored:
+Each search question is asked as one principal of four systems, each authorized with that
+principal's gate before anything is scored:
 
 * ``wayfinder`` — the search the MCP tool runs (:class:`retrievers.semantic.SemanticRetriever`);
 * ``bm25`` — the lexical channel alone, over the same chunks;
+* ``dense`` — the chunk vectors alone (the offline embedder's cosine);
 * ``lightrag`` — LightRAG's own ``aquery_data`` (``mix``), no fusion.
 
-Gold pages the principal cannot see are left out of its score (and listed); a question left with
-none is skipped. Metrics: page recall@k, MRR, nDCG@10 and all-hops recall@5, over all questions
-and per kind.
+Navigation questions with a ``nav`` object are asked of the navigator (what the tools
+``list_children``, ``get_tree`` and ``resolve_path`` run), scored by exactness; without one they
+are listed as not asked. Gold pages the principal cannot see are left out of
+its score (and listed); a question left with none is skipped.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
+from pydantic_evals import Case, Dataset
+from pydantic_evals.reporting import EvaluationReport
 
 from authz import policy
 from authz.gate import Gate
+from core.errors import WayfinderError
 from evals.datasets import Question
-from evals.metrics import mean, score
-from navigator.navigator import Navigator
+from evals.evaluators import NavigationExact, ranking
+from navigator.navigator import MAX_CHILDREN_LIMIT, Navigator, TreeNode
 from retrievers.lightrag_adapter import LightRAGIndex
 from retrievers.semantic import SemanticRetriever
 
-SYSTEMS = ("wayfinder", "bm25", "lightrag")
+SYSTEMS = ("wayfinder", "bm25", "dense", "lightrag")
+NAVIGATOR = "wayfinder"  # the system that answers navigation questions
 DEPTH = 10  # hits asked of each system at least (nDCG@10 needs ten); more when a recall@k needs them
 BASELINE_CANDIDATES = 50  # a baseline's results before authorization; the visible ones are scored
+TREE_LIMIT = 200  # nodes of a subtree read for a navigation question
+
+
+class EvalFailed(WayfinderError):
+    """The evaluation could not run: its stack could not be built, or a system failed on a
+    question (the run stops rather than score a failure as a miss)."""
 
 
 @dataclass(frozen=True)
-class Scored:
+class Prepared:
     question: Question
-    gold: tuple[str, ...]  # the gold pages the principal may see
+    gold: tuple[str, ...]  # the gold pages the principal may see, in the question's order
     left_out: tuple[str, ...]  # hidden from the principal, or not in the stores at all
-    ranked: dict[str, list[str]]  # system → pages, best first
 
 
-async def ask(
-    gate: Gate, question: Question, retriever: SemanticRetriever, navigator: Navigator, index: LightRAGIndex, depth: int = DEPTH
-) -> Scored:
-    async def visible(pages: Sequence[str]) -> list[str]:
-        shown = await policy.pages_in_visible_spaces(gate, await navigator.placed(list(pages)))
+@dataclass(frozen=True)
+class Outcome:
+    """One system's run over a dataset: per question, its answer (pages, best first) and scores."""
+
+    answers: dict[str, list[str]]
+    scores: dict[str, dict[str, float]]
+
+
+Task = Callable[[Question], Awaitable[list[str]]]
+
+
+class Systems:
+    """The systems of one run, each asked as one principal through a fresh gate per question."""
+
+    def __init__(
+        self, gate: Callable[[], Gate], retriever: SemanticRetriever, navigator: Navigator, index: LightRAGIndex, depth: int = DEPTH
+    ) -> None:
+        self._gate, self._retriever, self._navigator, self._index, self._depth = gate, retriever, navigator, index, depth
+
+    async def _visible(self, gate: Gate, pages: Sequence[str]) -> list[str]:
+        shown = await policy.pages_in_visible_spaces(gate, await self._navigator.placed(list(pages)))
         return [p for p in pages if p in shown]
 
-    gold = await visible(question.gold)
-    found = await retriever.search(gate, question.question, top_k=depth)
-    candidates = max(BASELINE_CANDIDATES, 5 * depth)
-    ranked = {
-        "wayfinder": [hit.id for hit in found.hits],
-        "bm25": (await visible(index.plain_bm25(question.question, candidates)))[:depth],
-        "lightrag": (await visible(await index.plain_lightrag(question.question, candidates)))[:depth],
-    }
-    return Scored(question, tuple(gold), tuple(g for g in question.gold if g not in gold), ranked)
+    async def prepare(self, question: Question) -> Prepared:
+        gold = await self._visible(self._gate(), question.gold)
+        return Prepared(question, tuple(gold), tuple(g for g in question.gold if g not in gold))
 
+    def search(self) -> dict[str, Task]:
+        candidates = max(BASELINE_CANDIDATES, 5 * self._depth)
 
-def report(path: Path, user: str, ks: Sequence[int], questions: Sequence[Question], scored: Sequence[Scored]) -> dict[str, Any]:
-    counted = [s for s in scored if s.gold]
-    kinds = sorted({s.question.kind for s in counted})
-    systems: dict[str, Any] = {}
-    for system in SYSTEMS:
-        rows = [(s.question.kind, score(s.ranked[system], s.gold, ks)) for s in counted]
-        systems[system] = {
-            "all": mean([r for _, r in rows]),
-            "by_kind": {kind: mean([r for k, r in rows if k == kind]) for kind in kinds},
+        async def wayfinder(q: Question) -> list[str]:
+            return [hit.id for hit in (await self._retriever.search(self._gate(), q.question, top_k=self._depth)).hits]
+
+        def baseline(ranked: Callable[[str], Awaitable[list[str]]]) -> Task:
+            async def task(q: Question) -> list[str]:
+                return (await self._visible(self._gate(), await ranked(q.question)))[: self._depth]
+
+            return task
+
+        async def bm25(text: str) -> list[str]:
+            return self._index.plain_bm25(text, candidates)
+
+        return {
+            "wayfinder": wayfinder,
+            "bm25": baseline(bm25),
+            "dense": baseline(lambda text: self._index.plain_dense(text, candidates)),
+            "lightrag": baseline(lambda text: self._index.plain_lightrag(text, candidates)),
         }
-    return {
-        "report": f"eval-{path.parent.name}.json",
-        "dataset": str(path),
-        "principal": user,
-        "questions": len(questions),
-        "scored": len(counted),
-        "not_searched": [q.id for q in questions if not q.searchable],  # navigation: the navigator's
-        "no_visible_gold": [s.question.id for s in scored if not s.gold],
-        "systems": systems,
-        "per_question": [
-            {
-                "id": s.question.id,
-                "kind": s.question.kind,
-                "gold": list(s.gold),
-                "left_out": list(s.left_out),
-                "ranks": {system: [s.ranked[system].index(g) + 1 if g in s.ranked[system] else None for g in s.gold] for system in SYSTEMS},
-            }
-            for s in scored
-        ],
-    }
+
+    async def navigate(self, q: Question) -> list[str]:
+        """The navigator's answer to a navigation question, as the tools give it to the principal."""
+        nav = q.nav
+        if nav is None:
+            raise EvalFailed(f"navigation question {q.id!r} has no nav object to ask the navigator")
+        gate = self._gate()
+        if nav.op == "resolve_path":
+            resolved = await self._navigator.resolve_path(gate, nav.node)
+            return [resolved.id] if resolved.id else []
+        if nav.op == "children":
+            found: list[str] = []
+            cursor: str | None = None
+            while True:
+                page = await self._navigator.list_children(gate, nav.node, cursor, MAX_CHILDREN_LIMIT)
+                found.extend(child.id for child in page.items)
+                if page.next_cursor is None:
+                    return found
+                cursor = page.next_cursor
+        tree = await self._navigator.get_tree(gate, nav.node, nav.depth, TREE_LIMIT)
+
+        def below(node: TreeNode) -> list[str]:
+            return [n for child in node.children for n in (child.id, *below(child))]
+
+        return below(tree.root)
 
 
-def show(report: dict[str, Any], console: Console) -> None:
-    systems = report["systems"]
-    metrics = list(systems[SYSTEMS[0]]["all"])
-    table = Table(title=f"{report['dataset']} — {report['scored']} question(s) as {report['principal']}")
-    table.add_column("system")
-    table.add_column("kind")
-    for metric in metrics:
-        table.add_column(metric, justify="right")
-    for system in SYSTEMS:
-        for kind, values in [("all", systems[system]["all"]), *systems[system]["by_kind"].items()]:
-            table.add_row(system, kind, *(f"{values[m]:.3f}" for m in metrics))
-    console.print(table)
-    if report["not_searched"]:
-        console.print(f"not searched (navigation questions, answered by the navigator): {', '.join(report['not_searched'])}")
-    if report["no_visible_gold"]:
-        console.print(f"skipped, no gold page visible to {report['principal']}: {', '.join(report['no_visible_gold'])}")
+async def run_dataset(name: str, prepared: Sequence[Prepared], tasks: dict[str, Task], evaluators: list[Any]) -> dict[str, Outcome]:
+    """Each system's answers and scores on the questions with visible gold pages (a
+    ``pydantic_evals`` dataset, run with a progress bar). A question a system fails on stops the
+    run (a failure is not a miss)."""
+    dataset: Dataset[Question, list[str], dict[str, Any]] = Dataset(
+        name=name,
+        cases=[Case(name=p.question.id, inputs=p.question, expected_output=list(p.gold), metadata={"kind": p.question.kind}) for p in prepared if p.gold],
+        evaluators=evaluators,
+    )
+    outcomes = {}
+    for system, task in tasks.items():
+        result: EvaluationReport[Question, list[str], dict[str, Any]] = await dataset.evaluate(task, name=system, task_name=system, max_concurrency=1)
+        if result.failures:
+            first = result.failures[0]
+            raise EvalFailed(f"{system} failed on {len(result.failures)} question(s) of {name}; {first.name}: {first.error_message}")
+        broken = [(case.name, failure.error_message) for case in result.cases for failure in case.evaluator_failures]
+        if broken:
+            raise EvalFailed(f"scoring {system} on {name} failed: {broken[0][0]}: {broken[0][1]}")
+        outcomes[system] = Outcome(
+            answers={case.name: list(case.output) for case in result.cases},
+            scores={case.name: {key: float(value.value) for key, value in case.scores.items()} for case in result.cases},
+        )
+    return outcomes
+
+
+async def evaluate(name: str, systems: Systems, questions: Sequence[Question], ks: Sequence[int]) -> tuple[list[Prepared], dict[str, Outcome], dict[str, Outcome]]:
+    """Search questions through every system, navigation questions through the navigator."""
+    prepared = [await systems.prepare(q) for q in questions]
+    searched = await run_dataset(name, [p for p in prepared if p.question.searchable], systems.search(), ranking(ks))
+    navigation = [p for p in prepared if p.question.nav is not None]
+    navigated = await run_dataset(f"{name} navigation", navigation, {NAVIGATOR: systems.navigate}, [NavigationExact()]) if navigation else {}
+    return prepared, searched, navigated

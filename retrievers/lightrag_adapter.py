@@ -869,6 +869,18 @@ class LightRAGIndex:
         chunks = (result.get("data") or {}).get("chunks") or []
         return list(dict.fromkeys(c["file_path"] for c in chunks if c.get("file_path")))
 
+    async def plain_dense(self, text: str, top_k: int) -> list[str]:
+        """The chunk vectors on their own (the embedder's cosine, no keywords, no graph, no fusion):
+        documents by their nearest chunk."""
+        rag = self._require_open()
+        vector = (await self._embedder.embed([text], query=True))[0]
+        try:
+            rows = await self._nearest(rag.chunks_vdb, text, top_k, vector, lambda row: row["id"], None)
+        except Exception as exc:
+            raise IndexError_(f"LightRAG query failed: {exc}") from exc
+        doc_of = self._doc_of_chunks([row["id"] for row in rows])
+        return list(dict.fromkeys(doc for row in rows if (doc := row.get("full_doc_id") or doc_of.get(row["id"]))))
+
     def plain_bm25(self, text: str, top_k: int) -> list[str]:
         """The lexical channel on its own: documents by their best chunk's BM25 score."""
         self._require_open()

@@ -1,4 +1,5 @@
-"""`wayfinder eval`'s scoring on the real stack: the indexed slice, the real gate, all three systems.
+"""`wayfinder eval`'s scoring on the real stack: the indexed slice, the real gate, every system and
+the navigator.
 
 Each system's pages are authorized before they are scored, and gold pages the principal may not
 see are left out of its score rather than counted as misses.
@@ -7,6 +8,7 @@ see are left out of its score rather than counted as misses.
 from __future__ import annotations
 
 import json
+from datetime import date
 from pathlib import Path
 
 from authz.client import OpenFGAClient
@@ -14,7 +16,8 @@ from authz.gate import Gate
 from core.models import Principal
 from core.settings import Settings
 from evals.datasets import load_dataset
-from evals.runner import SYSTEMS, ask, report
+from evals.reporting import build
+from evals.runner import SYSTEMS, Systems, evaluate
 from navigator.navigator import Navigator
 from navigator.store import Neo4jStore
 from retrievers.factory import semantic_index
@@ -26,7 +29,14 @@ QUESTIONS = [
     {"id": "correlation", "kind": "semantic", "question": "correlation optimizer design", "gold_pages": [DESIGN_DOCS_CHILD]},
     {"id": "schema", "kind": "multihop", "question": "Which tool initializes the metastore schema, and which page explains metastore administration?", "gold_pages": ["34835119", "27362076"]},
     {"id": "tree", "kind": "navigation", "question": "children of the metastore page", "gold_pages": ["55156221"]},
+    {"id": "children", "kind": "navigation", "question": "children of the metastore page, in order", "gold_pages": ["55156221", "34835119"],
+     "nav": {"op": "children", "node": "27362076"}},
+    {"id": "meetings", "kind": "navigation", "question": "the contributors' meetings", "gold_pages": ["27820725", "27826430", "27833038", "27844528", "27822784"],
+     "nav": {"op": "subtree", "node": "27362087", "depth": 1}},
+    {"id": "path", "kind": "navigation", "question": "where is the schema tool?", "gold_pages": ["34835119"],
+     "nav": {"op": "resolve_path", "node": "AdminManual Metastore Administration/Hive Schema Tool"}},
 ]
+BOB_ONLY = "page:27822784"  # ContributorsMinutes110726
 
 
 async def test_each_system_is_scored_on_what_the_principal_may_see(indexed, services: Settings, tmp_path: Path):
@@ -36,27 +46,39 @@ async def test_each_system_is_scored_on_what_the_principal_may_see(indexed, serv
     async with OpenFGAClient(services.openfga) as authorizer, Neo4jStore(services.neo4j) as graph, semantic_index(services) as index:
         navigator = Navigator(graph)
         retriever = SemanticRetriever(index, navigator, services.mcp.search_candidates)
-        runs = {}
+        runs, gates = {}, {}
         for user in ("alice", "bob"):
-            gate = Gate(authorizer, Principal(user=user))
-            runs[user] = [await ask(gate, q, retriever, navigator, index) for q in questions if q.searchable]
-            shown = {page for scored in runs[user] for ranked in scored.ranked.values() for page in ranked}
-            assert shown and shown <= {r.object for r in gate.records if r.allowed}  # each was checked and allowed
+            gates[user] = []
 
-    alice = {s.question.id: s for s in runs["alice"]}
-    bob = {s.question.id: s for s in runs["bob"]}
+            def gate(user: str = user) -> Gate:
+                gates[user].append(Gate(authorizer, Principal(user=user)))
+                return gates[user][-1]
+
+            runs[user] = await evaluate("slice", Systems(gate, retriever, navigator, index), questions, [1, 5])
+            _, searched, navigated = runs[user]
+            shown = {page for outcome in (*searched.values(), *navigated.values()) for answer in outcome.answers.values() for page in answer}
+            allowed = {r.object for g in gates[user] for r in g.records if r.allowed}
+            assert shown and shown <= allowed  # each was checked and allowed
+
+    alice_prepared, alice, alice_nav = runs["alice"]
+    bob_prepared, bob, bob_nav = runs["bob"]
     correlation = f"page:{DESIGN_DOCS_CHILD}"
     # alice (a committer) is scored on the design page; bob's score leaves it out, and no system
     # shows it to him
-    assert alice["correlation"].gold == (correlation,) and alice["correlation"].ranked["wayfinder"][0] == correlation
-    assert bob["correlation"].gold == () and bob["correlation"].left_out == (correlation,)
-    assert all(correlation not in ranked for s in runs["bob"] for ranked in s.ranked.values())
-    assert "page:27362076" in alice["metastore"].ranked["wayfinder"][:5]
-    for scored in runs["alice"]:
-        assert set(scored.ranked) == set(SYSTEMS) and all(len(r) <= 10 for r in scored.ranked.values())
+    assert alice["wayfinder"].answers["correlation"][0] == correlation and alice["wayfinder"].scores["correlation"]["mrr"] == 1.0
+    assert "correlation" not in bob["wayfinder"].answers
+    assert next(p for p in bob_prepared if p.question.id == "correlation").left_out == (correlation,)
+    assert all(correlation not in answer for outcome in bob.values() for answer in outcome.answers.values())
+    assert "page:27362076" in alice["wayfinder"].answers["metastore"][:5]
+    assert set(alice) == set(SYSTEMS) and all(len(a) <= 10 for o in alice.values() for a in o.answers.values())
+    assert alice["dense"].answers["metastore"] and alice["dense"].answers != alice["bm25"].answers  # a channel of its own
 
-    summary = report(dataset, "bob", [1, 5], questions, runs["bob"])
-    assert summary["scored"] == 2 and summary["no_visible_gold"] == ["correlation"] and summary["not_searched"] == ["tree"]
-    assert set(summary["systems"]) == set(SYSTEMS)
+    # the navigator answers exactly what each may see: bob's own meeting page only for bob
+    assert alice_nav["wayfinder"].scores == bob_nav["wayfinder"].scores == {"children": {"exact": 1.0}, "meetings": {"exact": 1.0}, "path": {"exact": 1.0}}
+    assert BOB_ONLY in bob_nav["wayfinder"].answers["meetings"] and BOB_ONLY not in alice_nav["wayfinder"].answers["meetings"]
+
+    summary = build(dataset, "bob", date(2026, 12, 3), questions, bob_prepared, bob, bob_nav)
+    assert summary["scored"] == 2 and summary["no_visible_gold"] == ["correlation"] and summary["not_asked"] == ["tree"]
+    assert set(summary["systems"]) == set(SYSTEMS) and summary["navigation"]["exact"] == 1.0
     assert set(summary["systems"]["wayfinder"]["by_kind"]) == {"semantic", "multihop"}
     assert {"recall@1", "recall@5", "mrr", "ndcg@10", "all_hops@5"} == set(summary["systems"]["wayfinder"]["all"])

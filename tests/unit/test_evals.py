@@ -1,16 +1,23 @@
-"""`wayfinder eval`'s parts: question files in both formats, and the metrics."""
+"""`wayfinder eval`'s parts: question files in both formats, the metrics and their intervals, the
+pydantic_evals evaluators on hand-made cases with known answers, the run and the report."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
+from datetime import date
 from pathlib import Path
 
 import pytest
+from pydantic_evals import Case, Dataset
 
 from core.errors import InvalidArgument
-from evals.datasets import load_dataset
-from evals.metrics import mean, score
+from evals import evaluators
+from evals.datasets import Navigation, Question, load_dataset
+from evals.metrics import bootstrap_ci, mean, score
+from evals.reporting import RECALL_PLOT, build, dataset_name, write
+from evals.runner import EvalFailed, Outcome, Prepared, run_dataset
 
 CORPORA = Path(__file__).resolve().parents[3] / "shared" / "corpora"
 
@@ -28,12 +35,125 @@ def test_metrics_of_one_ranking() -> None:
     assert mean([{"mrr": 1.0}, {"mrr": 0.0}, {"mrr": 0.5}]) == {"mrr": 0.5}
 
 
+def test_the_bootstrap_interval_holds_the_mean_and_narrows_with_more_questions() -> None:
+    few = [1.0, 0.0, 1.0, 1.0, 0.0]
+    low, high = bootstrap_ci(few)
+    assert low < 0.6 < high and 0.0 <= low and high <= 1.0
+    many_low, many_high = bootstrap_ci(few * 20)
+    assert low < many_low < 0.6 < many_high < high  # 100 questions pin the mean down more than 5
+    assert bootstrap_ci(few) == (low, high)  # seeded: a report is reproducible
+    assert bootstrap_ci([0.5, 0.5, 0.5]) == (0.5, 0.5)
+    with pytest.raises(ValueError):
+        bootstrap_ci([])
+
+
+def _evaluated(case_evaluators, output: list[str], gold: list[str]) -> dict[str, float]:
+    """The scores of one hand-made case, through pydantic_evals as the runs use it."""
+    question = Question("q", "semantic", "?", tuple(gold))
+    dataset = Dataset(name="t", cases=[Case(name="q", inputs=question, expected_output=gold)], evaluators=case_evaluators)
+
+    async def task(_: Question) -> list[str]:
+        return output
+
+    report = asyncio.run(dataset.evaluate(task, progress=False))
+    assert not report.failures and not report.cases[0].evaluator_failures
+    return {name: result.value for name, result in report.cases[0].scores.items()}
+
+
+def test_each_evaluator_scores_a_case_with_a_known_answer() -> None:
+    got = _evaluated(evaluators.ranking([1, 3]), ["page:x", "page:a", "page:a", "page:b"], ["page:a", "page:b"])
+    # the repeated page counts once: page:b is third, not fourth
+    assert got == {"recall@1": 0.0, "recall@3": 1.0, "mrr": 0.5, "ndcg@10": pytest.approx((1 / math.log2(3) + 1 / math.log2(4)) / (1 + 1 / math.log2(3))), "all_hops@5": 1.0}
+    missed = _evaluated(evaluators.ranking([1]), ["page:x", "page:y"], ["page:a"])
+    assert missed == {"recall@1": 0.0, "mrr": 0.0, "ndcg@10": 0.0, "all_hops@5": 0.0}
+    half = _evaluated([evaluators.AllHops(k=2)], ["page:a", "page:x", "page:b"], ["page:a", "page:b"])
+    assert half == {"all_hops@2": 0.0}
+    assert _evaluated([evaluators.NavigationExact()], ["page:a", "page:b"], ["page:a", "page:b"]) == {"exact": 1.0}
+    assert _evaluated([evaluators.NavigationExact()], ["page:b", "page:a"], ["page:a", "page:b"]) == {"exact": 0.0}  # order counts
+    assert _evaluated([evaluators.NavigationExact()], ["page:a"], ["page:a", "page:b"]) == {"exact": 0.0}
+
+
+def _prepared(qid: str, kind: str, gold: tuple[str, ...], left_out: tuple[str, ...] = ()) -> Prepared:
+    return Prepared(Question(qid, kind, f"question {qid}", gold + left_out), gold, left_out)
+
+
+def test_a_run_scores_every_system_and_stops_when_one_fails() -> None:
+    prepared = [_prepared("a", "semantic", ("page:1",)), _prepared("b", "multihop", ("page:2", "page:3")), _prepared("c", "semantic", (), ("page:9",))]
+
+    async def good(q: Question) -> list[str]:
+        return {"a": ["page:1"], "b": ["page:3", "page:0", "page:2"]}[q.id]
+
+    async def poor(q: Question) -> list[str]:
+        return ["page:0"]
+
+    outcomes = asyncio.run(run_dataset("t", prepared, {"good": good, "poor": poor}, evaluators.ranking([1, 5])))
+    assert set(outcomes["good"].scores) == {"a", "b"}  # c has no visible gold: not a case
+    assert outcomes["good"].scores["b"]["recall@1"] == 0.5 and outcomes["good"].scores["b"]["all_hops@5"] == 1.0
+    assert outcomes["good"].answers["b"] == ["page:3", "page:0", "page:2"]
+    assert all(s["mrr"] == 0.0 for s in outcomes["poor"].scores.values())
+
+    async def broken(q: Question) -> list[str]:
+        raise RuntimeError("index down")
+
+    with pytest.raises(EvalFailed, match="broken failed on 2 question.*index down"):
+        asyncio.run(run_dataset("t", prepared, {"broken": broken}, evaluators.ranking([1])))
+
+
+def test_the_report_has_means_intervals_kinds_navigation_and_a_plot(tmp_path: Path) -> None:
+    nav = Question("n", "navigation", "children?", ("page:5", "page:6"), Navigation("children", "page:4"))
+    questions = [
+        Question("a", "semantic", "?", ("page:1",)),
+        Question("b", "multihop", "?", ("page:2", "page:3")),
+        Question("c", "semantic", "?", ("page:9",)),
+        nav,
+        Question("t", "navigation", "?", ("page:7",)),
+    ]
+    prepared = [
+        Prepared(questions[0], ("page:1",), ()),
+        Prepared(questions[1], ("page:2",), ("page:3",)),
+        Prepared(questions[2], (), ("page:9",)),
+        Prepared(nav, ("page:5", "page:6"), ()),
+        Prepared(questions[4], ("page:7",), ()),
+    ]
+    searched = {
+        "wayfinder": Outcome({"a": ["page:1"], "b": ["page:0", "page:2"]}, {"a": {"recall@1": 1.0, "mrr": 1.0}, "b": {"recall@1": 0.0, "mrr": 0.5}}),
+        "bm25": Outcome({"a": ["page:0"], "b": []}, {"a": {"recall@1": 0.0, "mrr": 0.0}, "b": {"recall@1": 0.0, "mrr": 0.0}}),
+    }
+    navigated = {"wayfinder": Outcome({"n": ["page:5", "page:6"]}, {"n": {"exact": 1.0}})}
+    path = tmp_path / "apache-hive-wiki" / "questions_dev.jsonl"
+    report = build(path, "bob", date(2026, 12, 3), questions, prepared, searched, navigated)
+
+    assert report["report"] == "eval-apache-hive-wiki-2026-12-03" and report["scored"] == 2
+    wayfinder = report["systems"]["wayfinder"]
+    assert wayfinder["all"] == {"recall@1": 0.5, "mrr": 0.75}
+    assert wayfinder["ci95"]["recall@1"] == [0.0, 1.0]
+    assert wayfinder["by_kind"] == {"multihop": {"recall@1": 0.0, "mrr": 0.5}, "semantic": {"recall@1": 1.0, "mrr": 1.0}}
+    assert wayfinder["recall_curve"][:2] == [0.5, 1.0] and report["systems"]["bm25"]["recall_curve"][-1] == 0.0
+    assert report["navigation"]["exact"] == 1.0 and report["navigation"]["per_question"][0]["answer"] == ["page:5", "page:6"]
+    assert report["no_visible_gold"] == ["c"] and report["not_asked"] == ["t"]
+    assert report["left_out"] == {"b": ["page:3"], "c": ["page:9"]}
+    assert report["per_question"][1]["ranks"] == {"wayfinder": [2], "bm25": [None]}
+
+    written = write(report, tmp_path / "reports")
+    assert written.name == report["report"]
+    assert json.loads((written / "report.json").read_text()) == report
+    assert (written / RECALL_PLOT).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    md = (written / "report.md").read_text()
+    assert "| wayfinder | all | 0.500 [0.00, 1.00] | 0.750" in md and f"![{RECALL_PLOT}]({RECALL_PLOT})" in md
+    assert "Navigation exactness (wayfinder): **1.000**" in md
+    assert dataset_name(tmp_path / "mine.jsonl") == "mine"
+
+
 def test_the_hive_dev_set_loads_with_page_ids() -> None:
     questions = load_dataset(CORPORA / "apache-hive-wiki" / "questions_dev.jsonl")
     assert len(questions) == 20
     assert {q.kind for q in questions} == {"semantic", "multihop", "navigation"}
     assert sum(q.searchable for q in questions) == 15
     assert all(g.startswith("page:") for q in questions for g in q.gold)
+    navigation = {q.id: q.nav for q in questions if not q.searchable}
+    assert navigation["hive-012"] == Navigation("children", "page:27362076")
+    assert navigation["hive-052"] == Navigation("resolve_path", "Home/Apache Hive 4.0.X/Hive Transactions (Hive ACID)")
+    assert navigation["hive-065"] == Navigation("subtree", "page:282102245", depth=2)
 
 
 def test_the_musique_dev_set_finds_its_passages_among_the_pages() -> None:
@@ -55,6 +175,10 @@ def test_a_malformed_file_is_refused_naming_the_line(tmp_path: Path) -> None:
         load_dataset(bad)
     with pytest.raises(InvalidArgument, match="cannot read"):
         load_dataset(tmp_path / "none.jsonl")
+    unknown = tmp_path / "nav.jsonl"
+    unknown.write_text('{"id": "q1", "question": "x", "gold_pages": ["1"], "nav": {"op": "grandparents", "node": "1"}}\n')
+    with pytest.raises(InvalidArgument, match=r"nav\.jsonl:1.*grandparents"):
+        load_dataset(unknown)
     orphan = tmp_path / "musique.json"
     orphan.write_text("[]")
     with pytest.raises(InvalidArgument, match="corpus.json"):
