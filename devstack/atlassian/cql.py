@@ -3,12 +3,20 @@
 
 Fields: ``type``, ``space`` (or ``space.key``), ``id``, ``title``, ``ancestor``, ``parent``,
 ``label``, ``lastModified``/``created`` (dates), ``text``/``siteSearch`` (keyword search).
+
+Keyword search as Confluence's Lucene index answers it, simplified: ``text ~`` finds the pages
+holding every word; ``siteSearch ~`` (the web UI's search, what MCP servers send for plain
+questions) those holding any word that is not a stop word. Without ``ORDER BY`` the results come
+by relevance (:func:`relevance`, BM25 over the title, counted twice, and the text).
 """
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
+from functools import lru_cache
 from zoneinfo import ZoneInfo
 
 from devstack.atlassian.query import COMPARE, Parser, Query, QueryError
@@ -18,6 +26,10 @@ CqlError = QueryError
 _WORD = re.compile(r"\w+", re.U)
 _FIELDS = {"type", "space", "id", "title", "ancestor", "parent", "label", "lastmodified", "created", "text", "sitesearch"}
 _ALIASES = {"space.key": "space"}
+STOP_WORDS = frozenset(
+    "a an and are as at be but by for if in into is it no not of on or such that the their then there these they this to was will with".split()
+)  # Lucene's English stop set
+_K1, _B = 1.2, 0.75  # Lucene's BM25 defaults
 
 Predicate = Callable[[Page], bool]
 _Parser = Parser[Page]
@@ -38,6 +50,8 @@ def _field(site: Site, name: str, op: str, value: str, parser: _Parser) -> Predi
         terms = [t.lower() for t in _WORD.findall(value)]
         if not terms:
             raise parser.error(f"{name} ~ needs at least one word")
+        if name == "sitesearch":
+            terms = [t for t in terms if t not in STOP_WORDS]
         parser.text_terms.extend(terms)
         hit = _text_match(name, terms, site)
         return hit if op == "~" else (lambda page: not hit(page))
@@ -60,20 +74,42 @@ def _field(site: Site, name: str, op: str, value: str, parser: _Parser) -> Predi
 
 
 def _text_match(name: str, terms: list[str], site: Site) -> Predicate:
-    """Every term appears as a word in the title or the text of the page (only the title for
-    ``title ~``); ``siteSearch`` also looks at labels."""
-
-    def words(page: Page) -> set[str]:
-        text = page.title + " " + re.sub(r"<[^>]+>", " ", page.body)
-        if name == "sitesearch":
-            text += " " + " ".join(page.labels)
-        return {w.lower() for w in _WORD.findall(text)}
+    """``text``: every term appears as a word in the title or the text of the page; ``title``:
+    in the title; ``siteSearch``: any term, in the title, the text or the labels."""
 
     def matches(page: Page) -> bool:
-        found = words(page) if name != "title" else {w.lower() for w in _WORD.findall(page.title)}
-        return all(term in found for term in terms)
+        if name == "title":
+            found = {w.lower() for w in _WORD.findall(page.title)}
+        else:
+            found = set(_counts(page.title, page.body))
+            if name == "sitesearch":
+                found |= {w.lower() for label in page.labels for w in _WORD.findall(label)}
+        return (any if name == "sitesearch" else all)(term in found for term in terms)
 
     return matches
+
+
+@lru_cache(maxsize=65536)
+def _counts(title: str, body: str) -> Counter[str]:
+    """The words of a page, the title's counted twice (a title match weighs more)."""
+    return Counter(w.lower() for w in _WORD.findall(f"{title} {title} {re.sub(r'<[^>]+>', ' ', body)}"))
+
+
+def relevance(site: Site, pages: Sequence[Page], terms: Sequence[str]) -> dict[str, float]:
+    """BM25 of each page for the query's words (stop words left out), with the document
+    frequencies and lengths of the whole site, as a search index holds them."""
+    wanted = [t for t in dict.fromkeys(terms) if t not in STOP_WORDS]
+    everything = [_counts(p.title, p.body) for p in site.pages.values()]
+    if not wanted or not everything:
+        return {page.id: 0.0 for page in pages}
+    average = sum(c.total() for c in everything) / len(everything)
+    idf = {t: math.log(1 + (len(everything) - (df := sum(t in c for c in everything)) + 0.5) / (df + 0.5)) for t in wanted}
+    scores = {}
+    for page in pages:
+        counts = _counts(page.title, page.body)
+        norm = _K1 * (1 - _B + _B * counts.total() / average)
+        scores[page.id] = sum(idf[t] * counts[t] * (_K1 + 1) / (counts[t] + norm) for t in wanted if counts[t])
+    return scores
 
 
 def parse(cql: str, site: Site, time_zone: str) -> Query:

@@ -89,11 +89,11 @@ def create_app(emulator: Emulator) -> Starlette:
         return _paged_pages(site, request, links, pages, "/rest/api/content")
 
     async def content_search(request: Request, account: User, links: wire.Links) -> Response:
-        pages, _ = _search(site, account, request)
+        pages, _, _ = _search(site, account, request)
         return _paged_pages(site, request, links, pages, "/rest/api/content/search", cqlQuery=request.query_params.get("cql", ""))
 
     async def site_search(request: Request, account: User, links: wire.Links) -> Response:
-        pages, query = _search(site, account, request)
+        pages, query, scores = _search(site, account, request)
         start, limit = _window(request)
         window = pages[start : start + limit]
         expand = _expand(request, prefix="content.")
@@ -109,7 +109,7 @@ def create_app(emulator: Emulator) -> Starlette:
                 "iconCssClass": "aui-icon content-type-page",
                 "lastModified": wire.timestamp(page.version.when),
                 "friendlyLastModified": page.version.when.strftime("%b %d, %Y"),
-                "score": 0.0,
+                "score": round(scores.get(page.id, 0.0), 4),
             }
             for page in window
         ]
@@ -282,16 +282,21 @@ def _no_content(page_id: str) -> Response:
     return _error(404, f"No content found with id: ContentId{{id={page_id}}}")
 
 
-def _search(site: Site, account: User, request: Request) -> tuple[list[Page], cql.Query]:
+def _search(site: Site, account: User, request: Request) -> tuple[list[Page], cql.Query, dict[str, float]]:
+    """The pages a CQL query finds for ``account``, in its ``ORDER BY`` or else by relevance to
+    its words (then by id), with their relevance."""
     text = request.query_params.get("cql")
     if not text:
         raise _BadRequest("cql is a required parameter")
     query = cql.parse(text, site, account.time_zone)
     pages = [page for page in site.visible_pages(account) if query.matches(page)]
     pages.sort(key=_id_order)
+    scores = cql.relevance(site, pages, query.text_terms) if query.text_terms else {}
+    if not query.order and scores:
+        pages.sort(key=lambda page: -scores[page.id])
     for name, descending in reversed(query.order):
         pages.sort(key=cql.order_key(site, name), reverse=descending)
-    return pages, query
+    return pages, query, scores
 
 
 def _paged_pages(site: Site, request: Request, links: wire.Links, pages: list[Page], path: str, **extra: object) -> Response:

@@ -256,3 +256,18 @@ async def test_the_musique_passages_make_one_flat_space_the_hive_readers_see():
     assert len({p.title for p in pages}) == 1890  # repeated article titles were numbered
     alice, carol = site.user_by_login("alice"), site.user_by_login("carol")
     assert site.readable(alice, pages[0]) and not site.readable(carol, pages[0])
+
+
+async def test_site_search_finds_any_word_and_ranks_by_relevance(hive):
+    url, _, _ = hive
+    found = client(url, "alice").cql('siteSearch ~ "how do I initialize the metastore schema with the schema tool"', limit=10)["results"]
+    assert "34835119" in [r["content"]["id"] for r in found[:3]]  # Hive Schema Tool
+    assert client(url, "alice").cql('siteSearch ~ "schema tool"')["results"][0]["content"]["id"] == "34835119"
+    scores = [r["score"] for r in found]
+    assert scores == sorted(scores, reverse=True) and scores[-1] > 0
+    assert len(found) == 10  # any word: a question finds pages that hold only some of its words
+    every = client(url, "alice").cql('text ~ "initialize metastore schema tool"', limit=50)["results"]
+    assert 1 < len(every) < 10 and "34835119" in [r["content"]["id"] for r in every[:2]]  # text ~ needs every word
+    ordered = client(url, "alice").cql('siteSearch ~ "schema tool" ORDER BY title', limit=50)["results"]
+    assert [r["title"] for r in ordered] == sorted((r["title"] for r in ordered), key=str.casefold)  # an explicit order wins
+    assert client(url, "alice").cql('siteSearch ~ "the of and"')["results"] == []  # stop words find nothing
