@@ -28,8 +28,9 @@ test: install
 test-unit: install
 	$(BIN)/python -m pytest tests/unit
 
-# Retrieval quality on the Hive and MuSiQue dev sets: Wayfinder, plain BM25, dense and LightRAG side
-# by side, and the navigator's exactness, as alice; reports (JSON, Markdown, plots) in
+# Retrieval quality on the Hive and MuSiQue dev sets: Wayfinder, plain BM25, dense, LightRAG and
+# mcp-atlassian side by side, the navigator's exactness, and a scripted agent's calls and tokens
+# with Wayfinder's tools and mcp-atlassian's, as alice; reports (JSON, Markdown, plots) in
 # .wayfinder/reports/eval-<dataset>-<date>/. Own stack; the first run indexes
 # both corpora (2,195 pages), later runs reuse them.
 eval: install

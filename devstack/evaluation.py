@@ -1,36 +1,48 @@
 """The stack of ``wayfinder eval`` (``make eval``): its own data directory (``<data dir>/eval``) and
 ports, the Confluence emulator seeded with the Hive space and the MuSiQue passages, synced like
 any site — the first run indexes both (2,195 pages), later runs find nothing changed. Then
-:mod:`evals.runner` asks each dataset's questions; the report in ``<data dir>/reports/eval-<dataset>-<date>/``
-(:mod:`evals.reporting`).
+:mod:`evals.runner` asks each dataset's questions of Wayfinder and the baselines, mcp-atlassian
+(the PyPI server over stdio, as the principal, against the same emulated site) among them, and
+:mod:`evals.agent`'s script walks to the gold pages with Wayfinder's MCP server (``wayfinder
+serve`` over HTTP, a process of its own on the same stores) and with mcp-atlassian; the report in
+``<data dir>/reports/eval-<dataset>-<date>/`` (:mod:`evals.reporting`).
 """
 
 from __future__ import annotations
 
 import secrets
+import shutil
+import signal
 from datetime import UTC, datetime
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from fastmcp import Client
+from fastmcp.client.transports import StdioTransport
 from rich.console import Console
+from rich.progress import Progress
 
 from authz.client import OpenFGAClient
 from authz.gate import Gate
 from authz.prefilter import ACL_FILE, AclFile
+from core.errors import InvalidArgument
 from core.models import Principal
 from core.settings import Settings
 from devstack import stack
 from devstack.atlassian.admin import Emulator
-from devstack.atlassian.hive import seed_hive
+from devstack.atlassian.hive import SYNC_LOGIN, TOKENS, seed_hive
 from devstack.atlassian.musique import SPACE_KEY as MUSIQUE
 from devstack.atlassian.musique import seed_musique
 from devstack.atlassian.runner import serving
 from devstack.atlassian.site import Site
+from devstack.demo import start_server, wait_for_port
 from devstack.leaks import synced_from
-from evals.datasets import load_dataset
+from devstack.peers import count_tokens, mcp_atlassian, mcp_atlassian_environment
+from evals.agent import MCP_ATLASSIAN, WAYFINDER, Toolset, run_episode, summarise, tool_definitions
+from evals.datasets import Question, load_dataset
 from evals.reporting import build, dataset_name, show, write
-from evals.runner import DEPTH, EvalFailed, Systems, evaluate
+from evals.runner import BASELINE_CANDIDATES, DEPTH, EvalFailed, Prepared, Systems, evaluate
 from navigator.navigator import Navigator
 from navigator.store import Neo4jStore
 from pipeline.raw_store import RawStore
@@ -40,6 +52,7 @@ from retrievers.factory import semantic_index
 from retrievers.semantic import SemanticRetriever
 
 EMULATOR_PORT = 25490  # fixed, like the site of a real deployment: the sync remembers what it read
+MCP_PORT = 25465  # Wayfinder's MCP server, asked by the scripted agent over HTTP
 
 
 def default_datasets(settings: Settings) -> list[Path]:
@@ -60,6 +73,8 @@ def eval_settings(settings: Settings) -> Settings:
 
 async def run_eval(settings: Settings, console: Console, datasets: Sequence[Path], user: str, ks: Sequence[int]) -> list[dict[str, Any]]:
     principal = Principal(user=user)
+    if user not in TOKENS:
+        raise InvalidArgument(f"the emulated site has no user {user!r}; try one of {', '.join(sorted(set(TOKENS) - {SYNC_LOGIN}))}")
     loaded = {path: load_dataset(path) for path in datasets}  # bad files fail before any service starts
     own = eval_settings(settings)
     site = Site()
@@ -75,20 +90,79 @@ async def run_eval(settings: Settings, console: Console, datasets: Sequence[Path
                 synced = await run_sync(own, ConfluenceRestSource(own.confluence, own.confluence.url or ""), store, console)
             if synced.failed:
                 raise EvalFailed(f"the evaluation's sync could not convert {len(synced.failed)} page(s); see the log above")
-            async with OpenFGAClient(own.openfga) as authorizer, Neo4jStore(own.neo4j) as graph, semantic_index(own) as index:
-                navigator = Navigator(graph)
-                retriever = SemanticRetriever(index, navigator, own.mcp.search_candidates, AclFile(own.index_dir / ACL_FILE))
-                systems = Systems(
-                    lambda: Gate(authorizer, principal, deadline_s=own.openfga.check_timeout_s), retriever, navigator, index, max(DEPTH, *ks)
+            token = secrets.token_urlsafe(32)
+            served = own.model_copy(update={"mcp": own.mcp.model_copy(update={"port": MCP_PORT, "tokens": {token: user}})})
+            server = start_server(served)
+            try:
+                wait_for_port(served.mcp.host, served.mcp.port, server, timeout=180)
+                peer = StdioTransport(
+                    str(mcp_atlassian(settings)),
+                    ["--transport", "stdio"],
+                    env=mcp_atlassian_environment(f"{url}/confluence", token=TOKENS[user]),
+                    cwd=str(_empty_dir(own)),
+                    log_file=own.data_dir / "mcp-atlassian.log",  # its banner and warnings, not the console
                 )
-                reports = []
-                for path, questions in loaded.items():
-                    console.print(f"{path}: {len(questions)} question(s) as {user}")
-                    prepared, searched, navigated = await evaluate(dataset_name(path), systems, questions, ks)
-                    result = build(path, user, datetime.now(UTC).date(), questions, prepared, searched, navigated)
-                    show(result, console)
-                    console.print(f"report: {write(result, settings.data_dir / 'reports')}")
-                    reports.append(result)
-                return reports
+                async with (
+                    OpenFGAClient(own.openfga) as authorizer,
+                    Neo4jStore(own.neo4j) as graph,
+                    semantic_index(own) as index,
+                    Client(f"http://{served.mcp.host}:{served.mcp.port}/mcp", auth=token, timeout=120) as wayfinder_mcp,
+                    Client(peer, timeout=120) as atlassian_mcp,
+                ):
+                    navigator = Navigator(graph)
+                    retriever = SemanticRetriever(index, navigator, own.mcp.search_candidates, AclFile(own.index_dir / ACL_FILE))
+                    systems = Systems(
+                        lambda: Gate(authorizer, principal, deadline_s=own.openfga.check_timeout_s), retriever, navigator, index, max(DEPTH, *ks)
+                    )
+
+                    refused: list[str] = []
+
+                    async def atlassian_search(q: Question) -> list[str]:
+                        # It refuses some questions (a double quote breaks the CQL it writes): as
+                        # an agent would, take no pages, and list the question.
+                        found = await atlassian_mcp.call_tool("confluence_search", {"query": q.question, "limit": BASELINE_CANDIDATES}, raise_on_error=False)
+                        if found.is_error:
+                            refused.append(q.id)
+                            return []
+                        return MCP_ATLASSIAN.hits(found)
+
+                    peers = {MCP_ATLASSIAN.name: systems.authorized(atlassian_search)}
+                    toolsets = [(WAYFINDER, wayfinder_mcp), (MCP_ATLASSIAN, atlassian_mcp)]
+                    reports = []
+                    for path, questions in loaded.items():
+                        console.print(f"{path}: {len(questions)} question(s) as {user}")
+                        refused.clear()
+                        prepared, searched, navigated = await evaluate(dataset_name(path), systems, questions, ks, peers)
+                        agents = {
+                            toolset.name: await _agent(toolset, client, prepared, settings, console) for toolset, client in toolsets
+                        }
+                        result = build(path, user, datetime.now(UTC).date(), questions, prepared, searched, navigated, agents, {MCP_ATLASSIAN.name: list(refused)})
+                        show(result, console)
+                        console.print(f"report: {write(result, settings.data_dir / 'reports')}")
+                        reports.append(result)
+                    return reports
+            finally:
+                server.send_signal(signal.SIGTERM)
+                server.wait(timeout=30)
         finally:
             stack.down(own)
+
+
+async def _agent(toolset: Toolset, client: Client, prepared: Sequence[Prepared], settings: Settings, console: Console) -> dict[str, Any]:
+    """The scripted agent on every search question with a visible gold page, with a progress bar."""
+    asked = [p for p in prepared if p.question.searchable and p.gold]
+    episodes = []
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task(f"agent with {toolset.name}'s tools", total=len(asked))
+        for p in asked:
+            episodes.append(await run_episode(client, toolset, p.question.id, p.question.question, p.gold))
+            progress.advance(task)
+    return summarise(episodes, await tool_definitions(client), lambda texts: count_tokens(settings, texts))
+
+
+def _empty_dir(settings: Settings) -> Path:
+    """A working directory of nothing for mcp-atlassian, which reads ``./.env`` over its environment."""
+    empty = settings.data_dir / "mcp-atlassian"
+    shutil.rmtree(empty, ignore_errors=True)
+    empty.mkdir(parents=True)
+    return empty

@@ -11,6 +11,7 @@ with ours), built once into the cache directory outside the repository.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -85,6 +86,28 @@ def mcp_clients(settings: Settings) -> Path:
     for script in MCP_CLIENTS.glob("*.mjs"):  # beside their node_modules, which they import from
         shutil.copyfile(script, home / script.name)
     return home
+
+
+def count_tokens(settings: Settings, texts: list[str]) -> list[int]:
+    """The o200k_base tokens of each text (OpenAI's current encoding, js-tiktoken): what a text
+    costs an agent's context, counted by a real tokenizer."""
+    if not texts:
+        return []
+    clients = mcp_clients(settings)
+    counted = subprocess.run(
+        [str(clients / "node_modules" / ".bin" / "node"), str(clients / "count-tokens.mjs"), "--json"],
+        input=json.dumps(texts).encode(),
+        cwd=clients,
+        env=node_environment(clients),
+        capture_output=True,
+        check=False,
+    )
+    if counted.returncode != 0:
+        raise ServiceError(f"could not count tokens with js-tiktoken:\n{counted.stderr.decode(errors='replace')[-2000:]}")
+    counts = json.loads(counted.stdout)
+    if len(counts) != len(texts):
+        raise ServiceError(f"js-tiktoken counted {len(counts)} texts of {len(texts)}")
+    return [int(n) for n in counts]
 
 
 def node_environment(clients: Path) -> dict[str, str]:

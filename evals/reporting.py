@@ -19,6 +19,9 @@ from evals.datasets import Question
 from evals.runner import DEPTH, NAVIGATOR, Outcome, Prepared
 
 RECALL_PLOT = "recall_at_k.png"
+CALLS_PLOT = "agent_calls.png"
+TOKENS_PLOT = "agent_tokens_vs_success.png"
+AGENT_FIELDS = ("questions", "solved", "success_rate", "median_calls_to_gold", "tokens_per_solved", "median_tokens_per_question", "tool_definition_tokens", "errors")
 
 
 def dataset_name(path: Path) -> str:
@@ -35,7 +38,11 @@ def build(
     prepared: Sequence[Prepared],
     searched: dict[str, Outcome],
     navigated: dict[str, Outcome],
+    agents: dict[str, dict[str, Any]] | None = None,
+    refused: dict[str, list[str]] | None = None,
 ) -> dict[str, Any]:
+    """The report of one dataset's run; ``agents``: :func:`evals.agent.summarise` per toolset;
+    ``refused``: per system, the questions it answered with an error (scored as no pages)."""
     kind_of = {p.question.id: p.question.kind for p in prepared}
     scored = [p for p in prepared if p.question.searchable and p.gold]
     kinds = sorted({p.question.kind for p in scored})
@@ -77,6 +84,8 @@ def build(
         "left_out": {p.question.id: list(p.left_out) for p in prepared if p.left_out},
         "systems": systems,
         "navigation": navigation,
+        "agent": agents or {},
+        "refused": {system: ids for system, ids in (refused or {}).items() if ids},
         "per_question": [
             {
                 "id": p.question.id,
@@ -97,7 +106,7 @@ def write(report: dict[str, Any], reports_dir: Path) -> Path:
     directory = reports_dir / report["report"]
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-    plots = _plot_recall(report, directory / RECALL_PLOT)
+    plots = [*_plot_recall(report, directory / RECALL_PLOT), *_plot_agents(report, directory)]
     (directory / "report.md").write_text(markdown(report, plots))
     return directory
 
@@ -116,6 +125,38 @@ def _plot_recall(report: dict[str, Any], path: Path) -> list[str]:
     axes.legend()
     figure.savefig(path, dpi=100)
     return [path.name]
+
+
+def _plot_agents(report: dict[str, Any], directory: Path) -> list[str]:
+    agents = {name: summary for name, summary in report["agent"].items() if summary.get("questions")}
+    if not agents:
+        return []
+    figure = Figure(figsize=(6, 4), layout="tight")
+    axes = figure.subplots()
+    most = max(len(s["per_question"]) for s in agents.values())
+    calls = sorted({q["solved_at"] for s in agents.values() for q in s["per_question"] if q["solved_at"] is not None})
+    buckets = [*map(str, calls), "not solved"]
+    width = 0.8 / len(agents)
+    for n, (name, summary) in enumerate(agents.items()):
+        counts = [sum(q["solved_at"] == c for q in summary["per_question"]) for c in calls]
+        counts.append(sum(q["solved_at"] is None for q in summary["per_question"]))
+        axes.bar([i + n * width for i in range(len(buckets))], counts, width=width, label=name)
+    axes.set(xlabel="tool calls until a gold page was open", ylabel="questions", xticks=[i + width * (len(agents) - 1) / 2 for i in range(len(buckets))], ylim=(0, most + 1))
+    axes.set_xticklabels(buckets)
+    axes.legend()
+    figure.savefig(directory / CALLS_PLOT, dpi=100)
+
+    figure = Figure(figsize=(6, 4), layout="tight")
+    axes = figure.subplots()
+    placed = {name: s for name, s in agents.items() if s["tokens_per_solved"] is not None}
+    for name, summary in placed.items():
+        axes.scatter([summary["tokens_per_solved"]], [summary["success_rate"]], s=80, label=name)
+    widest = max((s["tokens_per_solved"] for s in placed.values()), default=1)
+    axes.set(xlabel="tokens per solved question (o200k)", ylabel="share of questions solved", ylim=(0, 1.05), xlim=(0, widest * 1.15))
+    axes.grid(alpha=0.3)
+    axes.legend()
+    figure.savefig(directory / TOKENS_PLOT, dpi=100)
+    return [CALLS_PLOT, TOKENS_PLOT]
 
 
 def markdown(report: dict[str, Any], plots: Sequence[str] = ()) -> str:
@@ -139,6 +180,19 @@ def markdown(report: dict[str, Any], plots: Sequence[str] = ()) -> str:
     if "exact" in navigation:
         low, high = navigation["ci95"]
         lines += [f"Navigation exactness ({NAVIGATOR}): **{navigation['exact']:.3f}** [{low:.2f}, {high:.2f}] over {navigation['questions']} question(s).", ""]
+    agents = report["agent"]
+    if agents:
+        lines += [
+            "The scripted agent (search with the question, open the hits in order until a gold page is open, at most "
+            "six calls); tokens are the tool definitions plus every answer read, o200k_base:",
+            "",
+            "| toolset | " + " | ".join(AGENT_FIELDS) + " |",
+            "|---|" + "---:|" * len(AGENT_FIELDS),
+            *(f"| {name} | " + " | ".join(str(summary.get(f)) for f in AGENT_FIELDS) + " |" for name, summary in agents.items()),
+            "",
+        ]
+    for system, ids in report["refused"].items():
+        lines += [f"{system} answered {len(ids)} question(s) with an error, scored as no pages: {', '.join(ids)}.", ""]
     for field, text in (("no_visible_gold", "Skipped, no gold page visible to the principal"), ("not_asked", "Navigation questions without a nav object, not asked")):
         if report[field]:
             lines += [f"{text}: {', '.join(report[field])}.", ""]
@@ -165,6 +219,16 @@ def show(report: dict[str, Any], console: Console) -> None:
     navigation = report["navigation"]
     if "exact" in navigation:
         console.print(f"navigation exactness ({NAVIGATOR}): {navigation['exact']:.3f} over {navigation['questions']} question(s)")
+    if report["agent"]:
+        table = Table(title="the scripted agent, per toolset")
+        table.add_column("toolset")
+        for name in AGENT_FIELDS:
+            table.add_column(name, justify="right")
+        for toolset, summary in report["agent"].items():
+            table.add_row(toolset, *(str(summary.get(name)) for name in AGENT_FIELDS))
+        console.print(table)
+    for system, ids in report["refused"].items():
+        console.print(f"{system} answered {len(ids)} question(s) with an error, scored as no pages: {', '.join(ids)}")
     if report["not_asked"]:
         console.print(f"not asked (navigation questions without a nav object): {', '.join(report['not_asked'])}")
     if report["no_visible_gold"]:

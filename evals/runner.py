@@ -85,21 +85,24 @@ class Systems:
         async def wayfinder(q: Question) -> list[str]:
             return [hit.id for hit in (await self._retriever.search(self._gate(), q.question, top_k=self._depth)).hits]
 
-        def baseline(ranked: Callable[[str], Awaitable[list[str]]]) -> Task:
-            async def task(q: Question) -> list[str]:
-                return (await self._visible(self._gate(), await ranked(q.question)))[: self._depth]
-
-            return task
-
-        async def bm25(text: str) -> list[str]:
-            return self._index.plain_bm25(text, candidates)
+        async def bm25(q: Question) -> list[str]:
+            return self._index.plain_bm25(q.question, candidates)
 
         return {
             "wayfinder": wayfinder,
-            "bm25": baseline(bm25),
-            "dense": baseline(lambda text: self._index.plain_dense(text, candidates)),
-            "lightrag": baseline(lambda text: self._index.plain_lightrag(text, candidates)),
+            "bm25": self.authorized(bm25),
+            "dense": self.authorized(lambda q: self._index.plain_dense(q.question, candidates)),
+            "lightrag": self.authorized(lambda q: self._index.plain_lightrag(q.question, candidates)),
         }
+
+    def authorized(self, ranked: Task) -> Task:
+        """A baseline as a task: its pages for the question, the first ``depth`` of them the
+        principal may see."""
+
+        async def task(q: Question) -> list[str]:
+            return (await self._visible(self._gate(), await ranked(q)))[: self._depth]
+
+        return task
 
     async def navigate(self, q: Question) -> list[str]:
         """The navigator's answer to a navigation question, as the tools give it to the principal."""
@@ -152,10 +155,13 @@ async def run_dataset(name: str, prepared: Sequence[Prepared], tasks: dict[str, 
     return outcomes
 
 
-async def evaluate(name: str, systems: Systems, questions: Sequence[Question], ks: Sequence[int]) -> tuple[list[Prepared], dict[str, Outcome], dict[str, Outcome]]:
-    """Search questions through every system, navigation questions through the navigator."""
+async def evaluate(
+    name: str, systems: Systems, questions: Sequence[Question], ks: Sequence[int], peers: dict[str, Task] | None = None
+) -> tuple[list[Prepared], dict[str, Outcome], dict[str, Outcome]]:
+    """Search questions through every system (and ``peers``, other programs' searches as tasks),
+    navigation questions through the navigator."""
     prepared = [await systems.prepare(q) for q in questions]
-    searched = await run_dataset(name, [p for p in prepared if p.question.searchable], systems.search(), ranking(ks))
+    searched = await run_dataset(name, [p for p in prepared if p.question.searchable], systems.search() | (peers or {}), ranking(ks))
     navigation = [p for p in prepared if p.question.nav is not None]
     navigated = await run_dataset(f"{name} navigation", navigation, {NAVIGATOR: systems.navigate}, [NavigationExact()]) if navigation else {}
     return prepared, searched, navigated

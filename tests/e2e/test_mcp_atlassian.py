@@ -17,6 +17,7 @@ from devstack.atlassian.hive_jira import seed_hive_jira
 from devstack.atlassian.runner import serving
 from devstack.atlassian.site import Site
 from devstack.peers import mcp_atlassian, mcp_atlassian_environment
+from evals.agent import MCP_ATLASSIAN, run_episode
 from devstack.atlassian.export import DESIGN_DOCS_PAGE, SINGLE_USER_PAGE
 from tests.conftest import CORPUS
 
@@ -75,3 +76,12 @@ async def test_jira_search_and_get_issue_respect_what_its_user_may_see(peer):
     epics = _payload(await peer.call_tool("jira_search", {"jql": "project = HIVE AND issuetype = Epic", "limit": 50}))
     summaries = {i["summary"] for i in epics["issues"]}
     assert "WebHCat" in summaries and "DesignDocs" not in summaries  # that epic is at level Security: bob is no committer
+
+
+async def test_the_evaluations_scripted_agent_walks_its_tools(peer):
+    """`wayfinder eval`'s agent with mcp-atlassian's tools: a search by question, pages opened by id."""
+    done = await run_episode(peer, MCP_ATLASSIAN, "q", "how do I initialize the metastore schema with the schema tool", ["page:34835119"])
+    assert done.solved_at is not None and done.solved_at <= 4 and done.opened[-1] == "page:34835119"
+    assert "Hive Schema Tool" in done.texts[done.solved_at - 1]
+    refused = await run_episode(peer, MCP_ATLASSIAN, "q", 'the song "Thinking Out Loud"', ["page:1"])
+    assert (refused.calls, refused.errors, refused.solved_at) == (1, 1, None)  # its CQL breaks on a double quote

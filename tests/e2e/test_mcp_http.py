@@ -17,6 +17,7 @@ from fastmcp import Client
 from authz.gate import Gate
 from core.settings import MCPSettings, Settings
 from devstack.serving import serving
+from evals.agent import WAYFINDER, run_episode, tool_definitions
 from mcp_app.auth import StaticTokens, http_identity
 from mcp_app.server import create_server, open_services
 from tests.conftest import HiveSlice
@@ -24,6 +25,7 @@ from tests.e2e.mcp import call_with, strings_in
 
 TOKENS = {user: f"e2e-token-of-{user}".ljust(40, "x") for user in ("alice", "bob", "carol")}
 DESIGN_DOCS = "27362075"
+DESIGN_DOCS_CHILD = "34019487"  # Correlation Optimizer
 DESIGN_QUERIES = ["correlation optimizer", "Hive on Tez design", "column statistics in Hive", "DesignDocs proposals"]
 OPEN_QUERIES = ["HiveServer2 LDAP authentication", "schema tool metastore"]
 TYPED_ID = re.compile(r"^(page|space):[A-Za-z0-9]+$")
@@ -304,3 +306,19 @@ async def test_each_supported_revision_is_served_through_the_same_gate(mcp_url):
     bob = (await modern_call(url, "tools/call", fetch, TOKENS["bob"])).json()["result"]
     assert alice["isError"] is False and alice["structuredContent"]["id"] == f"page:{DESIGN_DOCS}"
     assert bob["isError"] is True and bob["content"][0]["text"].startswith("not_found:")
+
+
+async def test_the_evaluations_scripted_agent_reaches_a_page_only_its_user_may_see(mcp_url, restricted):
+    """`wayfinder eval`'s agent over real HTTP: alice opens the design page the search ranks first
+    in two calls; bob's walk opens only pages he may see and never reaches it."""
+    url, _ = mcp_url
+    gold = [f"page:{DESIGN_DOCS_CHILD}"]
+    async with Client(url, auth=TOKENS["alice"]) as client:
+        alice = await run_episode(client, WAYFINDER, "q", "correlation optimizer design", gold)
+        definitions = json.loads(await tool_definitions(client))
+    assert alice.solved_at == 2 and alice.opened == gold and alice.errors == 0
+    assert "Correlation Optimizer" in alice.texts[1]
+    assert {tool["name"] for tool in definitions} >= {"search", "fetch"}
+    async with Client(url, auth=TOKENS["bob"]) as client:
+        bob = await run_episode(client, WAYFINDER, "q", "correlation optimizer design", gold)
+    assert bob.solved_at is None and bob.opened and not set(bob.opened) & restricted

@@ -16,7 +16,7 @@ from core.errors import InvalidArgument
 from evals import evaluators
 from evals.datasets import Navigation, Question, load_dataset
 from evals.metrics import bootstrap_ci, mean, score
-from evals.reporting import RECALL_PLOT, build, dataset_name, write
+from evals.reporting import CALLS_PLOT, RECALL_PLOT, TOKENS_PLOT, build, dataset_name, write
 from evals.runner import EvalFailed, Outcome, Prepared, run_dataset
 
 CORPORA = Path(__file__).resolve().parents[3] / "shared" / "corpora"
@@ -120,8 +120,12 @@ def test_the_report_has_means_intervals_kinds_navigation_and_a_plot(tmp_path: Pa
         "bm25": Outcome({"a": ["page:0"], "b": []}, {"a": {"recall@1": 0.0, "mrr": 0.0}, "b": {"recall@1": 0.0, "mrr": 0.0}}),
     }
     navigated = {"wayfinder": Outcome({"n": ["page:5", "page:6"]}, {"n": {"exact": 1.0}})}
+    agents = {
+        "wayfinder": {"questions": 2, "solved": 2, "success_rate": 1.0, "tokens_per_solved": 900, "per_question": [{"solved_at": 2}, {"solved_at": 3}]},
+        "mcp-atlassian": {"questions": 2, "solved": 1, "success_rate": 0.5, "tokens_per_solved": 4000, "per_question": [{"solved_at": 2}, {"solved_at": None}]},
+    }
     path = tmp_path / "apache-hive-wiki" / "questions_dev.jsonl"
-    report = build(path, "bob", date(2026, 12, 3), questions, prepared, searched, navigated)
+    report = build(path, "bob", date(2026, 12, 3), questions, prepared, searched, navigated, agents, {"mcp-atlassian": ["b"], "bm25": []})
 
     assert report["report"] == "eval-apache-hive-wiki-2026-12-03" and report["scored"] == 2
     wayfinder = report["systems"]["wayfinder"]
@@ -141,6 +145,10 @@ def test_the_report_has_means_intervals_kinds_navigation_and_a_plot(tmp_path: Pa
     md = (written / "report.md").read_text()
     assert "| wayfinder | all | 0.500 [0.00, 1.00] | 0.750" in md and f"![{RECALL_PLOT}]({RECALL_PLOT})" in md
     assert "Navigation exactness (wayfinder): **1.000**" in md
+    assert report["agent"] == agents and report["refused"] == {"mcp-atlassian": ["b"]}
+    assert "| mcp-atlassian | 2 | 1 | 0.5 | None | 4000 |" in md and "mcp-atlassian answered 1 question(s) with an error" in md
+    for plot in (CALLS_PLOT, TOKENS_PLOT):
+        assert (written / plot).stat().st_size > 1000 and f"![{plot}]({plot})" in md
     assert dataset_name(tmp_path / "mine.jsonl") == "mine"
 
 
