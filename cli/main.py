@@ -312,7 +312,9 @@ def eval_(
     dataset: list[Path] = typer.Option(
         None, "--dataset", help="Question file (questions_dev.jsonl or MuSiQue format); repeatable. Default: both dev sets."
     ),
-    principal: str = typer.Option("alice", help="The user whose view is scored (gold pages hidden from them are left out)."),
+    principal: list[str] = typer.Option(
+        None, "--principal", help="A user whose view is scored (gold pages hidden from them are left out); repeatable. Default: alice and bob."
+    ),
     k: str = typer.Option("1,5,10", help="Cut-offs for recall@k, comma-separated."),
 ) -> None:
     """Retrieval quality: Wayfinder beside plain BM25, dense and LightRAG, and the navigator's exactness, on a stack of its own (Hive + MuSiQue)."""
@@ -327,7 +329,7 @@ def eval_(
     if not ks or ks[0] < 1 or ks[-1] > MAX_TOP_K:
         raise _fail(InvalidArgument(f"--k takes cut-offs from 1 to {MAX_TOP_K} (the most hits search returns), got {k!r}"))
     try:
-        asyncio.run(run_eval(settings, console, dataset or default_datasets(settings), principal, ks))
+        asyncio.run(run_eval(settings, console, dataset or default_datasets(settings), principal or ["alice", "bob"], ks))
     except WayfinderError as exc:
         raise _fail(exc) from exc
 

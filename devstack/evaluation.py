@@ -10,6 +10,7 @@ serve`` over HTTP, a process of its own on the same stores) and with mcp-atlassi
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import shutil
 import signal
@@ -36,12 +37,15 @@ from devstack.atlassian.musique import SPACE_KEY as MUSIQUE
 from devstack.atlassian.musique import seed_musique
 from devstack.atlassian.runner import serving
 from devstack.atlassian.site import Site
+from devstack.atlassian.view import site_view
 from devstack.demo import start_server, wait_for_port
 from devstack.leaks import synced_from
 from devstack.peers import count_tokens, mcp_atlassian, mcp_atlassian_environment
 from evals.agent import MCP_ATLASSIAN, WAYFINDER, Toolset, run_episode, summarise, tool_definitions
 from evals.datasets import Question, load_dataset
-from evals.reporting import build, dataset_name, show, write
+from evals.leaks.oracle import Oracle
+from evals.redteam import BUDGET, extract_graph
+from evals.reporting import Run, build, dataset_name, show, write
 from evals.runner import BASELINE_CANDIDATES, DEPTH, EvalFailed, Prepared, Systems, evaluate
 from navigator.navigator import Navigator
 from navigator.store import Neo4jStore
@@ -71,15 +75,17 @@ def eval_settings(settings: Settings) -> Settings:
     )
 
 
-async def run_eval(settings: Settings, console: Console, datasets: Sequence[Path], user: str, ks: Sequence[int]) -> list[dict[str, Any]]:
-    principal = Principal(user=user)
-    if user not in TOKENS:
-        raise InvalidArgument(f"the emulated site has no user {user!r}; try one of {', '.join(sorted(set(TOKENS) - {SYNC_LOGIN}))}")
+async def run_eval(settings: Settings, console: Console, datasets: Sequence[Path], users: Sequence[str], ks: Sequence[int]) -> list[dict[str, Any]]:
+    unknown = [user for user in users if user not in TOKENS or user == SYNC_LOGIN]
+    if unknown or not users:
+        raise InvalidArgument(f"the emulated site has no user {', '.join(map(repr, unknown))}; try {', '.join(sorted(set(TOKENS) - {SYNC_LOGIN}))}")
     loaded = {path: load_dataset(path) for path in datasets}  # bad files fail before any service starts
     own = eval_settings(settings)
     site = Site()
     await seed_hive(site, settings.corpus_dir)
     seed_musique(site, settings.corpus_dir.parent / "musique-100" / "corpus.json")
+    view = site_view(site, ["HIVE", MUSIQUE])
+    oracle = Oracle.of(view.spaces, view.pages, view.permissions)  # who may see what, from the site itself
     with serving(Emulator(site, secrets.token_urlsafe(32)), port=EMULATOR_PORT) as url:
         own = synced_from(own, url)
         own = own.model_copy(update={"confluence": own.confluence.model_copy(update={"spaces": ["HIVE", MUSIQUE]})})
@@ -90,62 +96,79 @@ async def run_eval(settings: Settings, console: Console, datasets: Sequence[Path
                 synced = await run_sync(own, ConfluenceRestSource(own.confluence, own.confluence.url or ""), store, console)
             if synced.failed:
                 raise EvalFailed(f"the evaluation's sync could not convert {len(synced.failed)} page(s); see the log above")
-            token = secrets.token_urlsafe(32)
-            served = own.model_copy(update={"mcp": own.mcp.model_copy(update={"port": MCP_PORT, "tokens": {token: user}})})
+            token_of = {user: secrets.token_urlsafe(32) for user in users}
+            served = own.model_copy(update={"mcp": own.mcp.model_copy(update={"port": MCP_PORT, "tokens": {t: u for u, t in token_of.items()}})})
             server = start_server(served)
             try:
                 wait_for_port(served.mcp.host, served.mcp.port, server, timeout=180)
-                peer = StdioTransport(
-                    str(mcp_atlassian(settings)),
-                    ["--transport", "stdio"],
-                    env=mcp_atlassian_environment(f"{url}/confluence", token=TOKENS[user]),
-                    cwd=str(_empty_dir(own)),
-                    log_file=own.data_dir / "mcp-atlassian.log",  # its banner and warnings, not the console
-                )
-                async with (
-                    OpenFGAClient(own.openfga) as authorizer,
-                    Neo4jStore(own.neo4j) as graph,
-                    semantic_index(own) as index,
-                    Client(f"http://{served.mcp.host}:{served.mcp.port}/mcp", auth=token, timeout=120) as wayfinder_mcp,
-                    Client(peer, timeout=120) as atlassian_mcp,
-                ):
+                runs: dict[Path, dict[str, Run]] = {path: {} for path in loaded}
+                async with OpenFGAClient(own.openfga) as authorizer, Neo4jStore(own.neo4j) as graph, semantic_index(own) as index:
                     navigator = Navigator(graph)
                     retriever = SemanticRetriever(index, navigator, own.mcp.search_candidates, AclFile(own.index_dir / ACL_FILE))
-                    systems = Systems(
-                        lambda: Gate(authorizer, principal, deadline_s=own.openfga.check_timeout_s), retriever, navigator, index, max(DEPTH, *ks)
-                    )
+                    evidence = await index.graph_evidence()  # the pages behind every entity and relation
+                    for user in users:
+                        principal = Principal(user=user)
+                        visible = frozenset(oracle.visible(user))
+                        hidden_titles = sorted(page.title for page in view.pages if f"page:{page.page_id}" not in visible)
+                        async with (
+                            Client(f"http://{served.mcp.host}:{served.mcp.port}/mcp", auth=token_of[user], timeout=120) as wayfinder_mcp,
+                            Client(_peer(settings, own, url, user), timeout=120) as atlassian_mcp,
+                        ):
+                            for path, questions in loaded.items():
+                                console.print(f"{path}: {len(questions)} question(s) as {user}")
+                                systems = Systems(
+                                    lambda principal=principal: Gate(authorizer, principal, deadline_s=own.openfga.check_timeout_s),
+                                    retriever,
+                                    navigator,
+                                    index,
+                                    max(DEPTH, *ks),
+                                )
+                                refused: list[str] = []
 
-                    refused: list[str] = []
+                                async def atlassian_search(q: Question, client: Client = atlassian_mcp, refused: list[str] = refused) -> list[str]:
+                                    # It refuses some questions (a double quote breaks the CQL it
+                                    # writes): as an agent would, take no pages, and list the question.
+                                    found = await client.call_tool("confluence_search", {"query": q.question, "limit": BASELINE_CANDIDATES}, raise_on_error=False)
+                                    if found.is_error:
+                                        refused.append(q.id)
+                                        return []
+                                    return MCP_ATLASSIAN.hits(found)
 
-                    async def atlassian_search(q: Question) -> list[str]:
-                        # It refuses some questions (a double quote breaks the CQL it writes): as
-                        # an agent would, take no pages, and list the question.
-                        found = await atlassian_mcp.call_tool("confluence_search", {"query": q.question, "limit": BASELINE_CANDIDATES}, raise_on_error=False)
-                        if found.is_error:
-                            refused.append(q.id)
-                            return []
-                        return MCP_ATLASSIAN.hits(found)
-
-                    peers = {MCP_ATLASSIAN.name: systems.authorized(atlassian_search)}
-                    toolsets = [(WAYFINDER, wayfinder_mcp), (MCP_ATLASSIAN, atlassian_mcp)]
-                    reports = []
-                    for path, questions in loaded.items():
-                        console.print(f"{path}: {len(questions)} question(s) as {user}")
-                        refused.clear()
-                        prepared, searched, navigated = await evaluate(dataset_name(path), systems, questions, ks, peers)
-                        agents = {
-                            toolset.name: await _agent(toolset, client, prepared, settings, console) for toolset, client in toolsets
-                        }
-                        result = build(path, user, datetime.now(UTC).date(), questions, prepared, searched, navigated, agents, {MCP_ATLASSIAN.name: list(refused)})
-                        show(result, console)
-                        console.print(f"report: {write(result, settings.data_dir / 'reports')}")
-                        reports.append(result)
-                    return reports
+                                peers = {MCP_ATLASSIAN.name: systems.authorized(MCP_ATLASSIAN.name, atlassian_search)}
+                                prepared, searched, navigated = await evaluate(dataset_name(path), systems, questions, ks, peers)
+                                agents = {
+                                    toolset.name: await _agent(toolset, client, prepared, settings, console)
+                                    for toolset, client in ((WAYFINDER, wayfinder_mcp), (MCP_ATLASSIAN, atlassian_mcp))
+                                }
+                                runs[path][user] = Run(prepared, searched, navigated, agents, {MCP_ATLASSIAN.name: refused}, systems.unauthorized, visible)
+                            console.print(f"graph extraction red-team as {user}: {BUDGET} calls at most")
+                            attack = (await extract_graph(wayfinder_mcp, evidence, visible, hidden_titles)).summary()
+                            console.print(f"as {user}: {attack['recovered']} of {attack['targets']} hidden-only entities and relations recovered in {attack['calls']} calls")
+                            for path in loaded:
+                                runs[path][user] = dataclasses.replace(runs[path][user], red_team=attack)
+                reports = []
+                for path, questions in loaded.items():
+                    result = build(path, datetime.now(UTC).date(), questions, runs[path])
+                    show(result, console)
+                    console.print(f"report: {write(result, settings.data_dir / 'reports')}")
+                    reports.append(result)
+                return reports
             finally:
                 server.send_signal(signal.SIGTERM)
                 server.wait(timeout=30)
         finally:
             stack.down(own)
+
+
+def _peer(settings: Settings, own: Settings, url: str, user: str) -> StdioTransport:
+    """mcp-atlassian over stdio as ``user`` of the emulated site (its Data Center face)."""
+    return StdioTransport(
+        str(mcp_atlassian(settings)),
+        ["--transport", "stdio"],
+        env=mcp_atlassian_environment(f"{url}/confluence", token=TOKENS[user]),
+        cwd=str(_empty_dir(own)),
+        log_file=own.data_dir / "mcp-atlassian.log",  # its banner and warnings, not the console
+    )
 
 
 async def _agent(toolset: Toolset, client: Client, prepared: Sequence[Prepared], settings: Settings, console: Console) -> dict[str, Any]:

@@ -70,6 +70,13 @@ class Systems:
         self, gate: Callable[[], Gate], retriever: SemanticRetriever, navigator: Navigator, index: LightRAGIndex, depth: int = DEPTH
     ) -> None:
         self._gate, self._retriever, self._navigator, self._index, self._depth = gate, retriever, navigator, index, depth
+        # system → question → the pages it drew before anything was authorized (a baseline's first
+        # ``depth``, every channel's first ``depth`` for Wayfinder): what a retrieve-then-filter
+        # system holds before its filter (the report's exposure)
+        self.unauthorized: dict[str, dict[str, list[str]]] = {}
+
+    def _drew(self, system: str, q: Question, pages: Sequence[str]) -> None:
+        self.unauthorized.setdefault(system, {})[q.id] = list(dict.fromkeys(pages))
 
     async def _visible(self, gate: Gate, pages: Sequence[str]) -> list[str]:
         shown = await policy.pages_in_visible_spaces(gate, await self._navigator.placed(list(pages)))
@@ -83,6 +90,10 @@ class Systems:
         candidates = max(BASELINE_CANDIDATES, 5 * self._depth)
 
         async def wayfinder(q: Question) -> list[str]:
+            # Its channels with nothing authorized and no pre-filter, for the exposure only:
+            raw = await self._index.query(q.question, self._depth)
+            drawn = [hit.doc_id for hit in (*raw.lexical, *raw.chunks)] + [doc for hit in (*raw.entities, *raw.relations) for doc in sorted(hit.doc_ids)]
+            self._drew("wayfinder", q, drawn)
             return [hit.id for hit in (await self._retriever.search(self._gate(), q.question, top_k=self._depth)).hits]
 
         async def bm25(q: Question) -> list[str]:
@@ -90,17 +101,19 @@ class Systems:
 
         return {
             "wayfinder": wayfinder,
-            "bm25": self.authorized(bm25),
-            "dense": self.authorized(lambda q: self._index.plain_dense(q.question, candidates)),
-            "lightrag": self.authorized(lambda q: self._index.plain_lightrag(q.question, candidates)),
+            "bm25": self.authorized("bm25", bm25),
+            "dense": self.authorized("dense", lambda q: self._index.plain_dense(q.question, candidates)),
+            "lightrag": self.authorized("lightrag", lambda q: self._index.plain_lightrag(q.question, candidates)),
         }
 
-    def authorized(self, ranked: Task) -> Task:
+    def authorized(self, system: str, ranked: Task) -> Task:
         """A baseline as a task: its pages for the question, the first ``depth`` of them the
         principal may see."""
 
         async def task(q: Question) -> list[str]:
-            return (await self._visible(self._gate(), await ranked(q)))[: self._depth]
+            pages = await ranked(q)
+            self._drew(system, q, pages[: self._depth])
+            return (await self._visible(self._gate(), pages))[: self._depth]
 
         return task
 
@@ -159,9 +172,15 @@ async def evaluate(
     name: str, systems: Systems, questions: Sequence[Question], ks: Sequence[int], peers: dict[str, Task] | None = None
 ) -> tuple[list[Prepared], dict[str, Outcome], dict[str, Outcome]]:
     """Search questions through every system (and ``peers``, other programs' searches as tasks),
-    navigation questions through the navigator."""
+    navigation questions through the navigator. A search question with no gold page the principal
+    may see is asked too, unscored: its answers join the others (the leak check reads them all)."""
     prepared = [await systems.prepare(q) for q in questions]
-    searched = await run_dataset(name, [p for p in prepared if p.question.searchable], systems.search() | (peers or {}), ranking(ks))
+    tasks = systems.search() | (peers or {})
+    searched = await run_dataset(name, [p for p in prepared if p.question.searchable], tasks, ranking(ks))
+    for p in prepared:
+        if p.question.searchable and not p.gold:
+            for system, task in tasks.items():
+                searched[system].answers[p.question.id] = await task(p.question)
     navigation = [p for p in prepared if p.question.nav is not None]
     navigated = await run_dataset(f"{name} navigation", navigation, {NAVIGATOR: systems.navigate}, [NavigationExact()]) if navigation else {}
     return prepared, searched, navigated

@@ -15,8 +15,11 @@ from authz.client import OpenFGAClient
 from authz.gate import Gate
 from core.models import Principal
 from core.settings import Settings
+from tests.conftest import HiveSlice
+from devstack.atlassian.view import site_view
 from evals.datasets import load_dataset
-from evals.reporting import build
+from evals.leaks.oracle import Oracle
+from evals.reporting import Run, build
 from evals.runner import SYSTEMS, Systems, evaluate
 from navigator.navigator import Navigator
 from navigator.store import Neo4jStore
@@ -39,14 +42,14 @@ QUESTIONS = [
 BOB_ONLY = "page:27822784"  # ContributorsMinutes110726
 
 
-async def test_each_system_is_scored_on_what_the_principal_may_see(indexed, services: Settings, tmp_path: Path):
+async def test_each_system_is_scored_on_what_the_principal_may_see(indexed, services: Settings, hive_slice: HiveSlice, tmp_path: Path):
     dataset = tmp_path / "questions.jsonl"
     dataset.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
     questions = load_dataset(dataset)
     async with OpenFGAClient(services.openfga) as authorizer, Neo4jStore(services.neo4j) as graph, semantic_index(services) as index:
         navigator = Navigator(graph)
         retriever = SemanticRetriever(index, navigator, services.mcp.search_candidates)
-        runs, gates = {}, {}
+        runs, gates, systems = {}, {}, {}
         for user in ("alice", "bob"):
             gates[user] = []
 
@@ -54,7 +57,8 @@ async def test_each_system_is_scored_on_what_the_principal_may_see(indexed, serv
                 gates[user].append(Gate(authorizer, Principal(user=user)))
                 return gates[user][-1]
 
-            runs[user] = await evaluate("slice", Systems(gate, retriever, navigator, index), questions, [1, 5])
+            systems[user] = Systems(gate, retriever, navigator, index)
+            runs[user] = await evaluate("slice", systems[user], questions, [1, 5])
             _, searched, navigated = runs[user]
             shown = {page for outcome in (*searched.values(), *navigated.values()) for answer in outcome.answers.values() for page in answer}
             allowed = {r.object for g in gates[user] for r in g.records if r.allowed}
@@ -66,7 +70,7 @@ async def test_each_system_is_scored_on_what_the_principal_may_see(indexed, serv
     # alice (a committer) is scored on the design page; bob's score leaves it out, and no system
     # shows it to him
     assert alice["wayfinder"].answers["correlation"][0] == correlation and alice["wayfinder"].scores["correlation"]["mrr"] == 1.0
-    assert "correlation" not in bob["wayfinder"].answers
+    assert "correlation" not in bob["wayfinder"].scores and "correlation" in bob["wayfinder"].answers  # asked, not scored
     assert next(p for p in bob_prepared if p.question.id == "correlation").left_out == (correlation,)
     assert all(correlation not in answer for outcome in bob.values() for answer in outcome.answers.values())
     assert "page:27362076" in alice["wayfinder"].answers["metastore"][:5]
@@ -77,8 +81,16 @@ async def test_each_system_is_scored_on_what_the_principal_may_see(indexed, serv
     assert alice_nav["wayfinder"].scores == bob_nav["wayfinder"].scores == {"children": {"exact": 1.0}, "meetings": {"exact": 1.0}, "path": {"exact": 1.0}}
     assert BOB_ONLY in bob_nav["wayfinder"].answers["meetings"] and BOB_ONLY not in alice_nav["wayfinder"].answers["meetings"]
 
-    summary = build(dataset, "bob", date(2026, 12, 3), questions, bob_prepared, bob, bob_nav)
-    assert summary["scored"] == 2 and summary["no_visible_gold"] == ["correlation"] and summary["not_asked"] == ["tree"]
-    assert set(summary["systems"]) == set(SYSTEMS) and summary["navigation"]["exact"] == 1.0
-    assert set(summary["systems"]["wayfinder"]["by_kind"]) == {"semantic", "multihop"}
-    assert {"recall@1", "recall@5", "mrr", "ndcg@10", "all_hops@5"} == set(summary["systems"]["wayfinder"]["all"])
+    # what each system drew before authorization: bob's candidates for the design question held
+    # the hidden page, and none of it reached him (by the leak oracle, read from the site)
+    assert correlation in {page for drawn in systems["bob"].unauthorized.values() for page in drawn["correlation"]}
+    view = site_view(hive_slice.site, ["HIVE"])
+    visible = frozenset(Oracle.of(view.spaces, view.pages, view.permissions).visible("bob"))
+    summary = build(dataset, date(2026, 12, 3), questions, {"bob": Run(bob_prepared, bob, bob_nav, unauthorized=systems["bob"].unauthorized, visible=visible)})
+    run = summary["principals"]["bob"]
+    assert run["scored"] == 2 and run["no_visible_gold"] == ["correlation"] and run["not_asked"] == ["tree"]
+    assert set(run["systems"]) == set(SYSTEMS) and run["navigation"]["exact"] == 1.0
+    assert set(run["systems"]["wayfinder"]["by_kind"]) == {"semantic", "multihop"}
+    assert {"recall@1", "recall@5", "mrr", "ndcg@10", "all_hops@5"} == set(run["systems"]["wayfinder"]["all"])
+    assert all(pages == [] for pages in run["authorization"]["leaks"].values())
+    assert run["authorization"]["exposure_rate"]["wayfinder"] > 0

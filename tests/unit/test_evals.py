@@ -16,7 +16,7 @@ from core.errors import InvalidArgument
 from evals import evaluators
 from evals.datasets import Navigation, Question, load_dataset
 from evals.metrics import bootstrap_ci, mean, score
-from evals.reporting import CALLS_PLOT, RECALL_PLOT, TOKENS_PLOT, build, dataset_name, write
+from evals.reporting import Run, build, dataset_name, plot_names, write
 from evals.runner import EvalFailed, Outcome, Prepared, run_dataset
 
 CORPORA = Path(__file__).resolve().parents[3] / "shared" / "corpora"
@@ -99,7 +99,7 @@ def test_a_run_scores_every_system_and_stops_when_one_fails() -> None:
         asyncio.run(run_dataset("t", prepared, {"broken": broken}, evaluators.ranking([1])))
 
 
-def test_the_report_has_means_intervals_kinds_navigation_and_a_plot(tmp_path: Path) -> None:
+def test_the_report_has_means_intervals_kinds_navigation_agents_authorization_and_plots(tmp_path: Path) -> None:
     nav = Question("n", "navigation", "children?", ("page:5", "page:6"), Navigation("children", "page:4"))
     questions = [
         Question("a", "semantic", "?", ("page:1",)),
@@ -121,34 +121,53 @@ def test_the_report_has_means_intervals_kinds_navigation_and_a_plot(tmp_path: Pa
     }
     navigated = {"wayfinder": Outcome({"n": ["page:5", "page:6"]}, {"n": {"exact": 1.0}})}
     agents = {
-        "wayfinder": {"questions": 2, "solved": 2, "success_rate": 1.0, "tokens_per_solved": 900, "per_question": [{"solved_at": 2}, {"solved_at": 3}]},
-        "mcp-atlassian": {"questions": 2, "solved": 1, "success_rate": 0.5, "tokens_per_solved": 4000, "per_question": [{"solved_at": 2}, {"solved_at": None}]},
+        "wayfinder": {"questions": 2, "solved": 2, "success_rate": 1.0, "tokens_per_solved": 900, "per_question": [{"solved_at": 2, "opened": ["page:1"]}, {"solved_at": 3, "opened": ["page:0", "page:2"]}]},
+        "mcp-atlassian": {"questions": 2, "solved": 1, "success_rate": 0.5, "tokens_per_solved": 4000, "per_question": [{"solved_at": 2, "opened": ["page:1"]}, {"solved_at": None, "opened": []}]},
     }
+    visible = frozenset({"space:S", "page:0", "page:1", "page:2", "page:4", "page:5", "page:6", "page:7"})  # not 3 nor 9
+    unauthorized = {"wayfinder": {"a": ["page:1", "page:9"], "b": ["page:2"]}, "bm25": {"a": ["page:0"], "b": ["page:3", "page:2"]}}
+    red_team = {"targets": 3, "calls": 5, "refused": 1, "items_seen": 2, "recovered": 0, "recovered_items": []}
+    alice = Run(prepared, searched, navigated, agents, {"mcp-atlassian": ["b"], "bm25": []}, unauthorized, visible, red_team)
+    leaky = Run(prepared[:2], {"wayfinder": Outcome({"a": ["page:9", "page:1"], "b": ["page:2"]}, searched["wayfinder"].scores)}, {}, visible=visible)
     path = tmp_path / "apache-hive-wiki" / "questions_dev.jsonl"
-    report = build(path, "bob", date(2026, 12, 3), questions, prepared, searched, navigated, agents, {"mcp-atlassian": ["b"], "bm25": []})
+    report = build(path, date(2026, 12, 3), questions, {"alice": alice, "mallory": leaky})
 
-    assert report["report"] == "eval-apache-hive-wiki-2026-12-03" and report["scored"] == 2
-    wayfinder = report["systems"]["wayfinder"]
+    assert report["report"] == "eval-apache-hive-wiki-2026-12-03" and report["questions"] == 5
+    run = report["principals"]["alice"]
+    assert run["scored"] == 2
+    wayfinder = run["systems"]["wayfinder"]
     assert wayfinder["all"] == {"recall@1": 0.5, "mrr": 0.75}
     assert wayfinder["ci95"]["recall@1"] == [0.0, 1.0]
     assert wayfinder["by_kind"] == {"multihop": {"recall@1": 0.0, "mrr": 0.5}, "semantic": {"recall@1": 1.0, "mrr": 1.0}}
-    assert wayfinder["recall_curve"][:2] == [0.5, 1.0] and report["systems"]["bm25"]["recall_curve"][-1] == 0.0
-    assert report["navigation"]["exact"] == 1.0 and report["navigation"]["per_question"][0]["answer"] == ["page:5", "page:6"]
-    assert report["no_visible_gold"] == ["c"] and report["not_asked"] == ["t"]
-    assert report["left_out"] == {"b": ["page:3"], "c": ["page:9"]}
-    assert report["per_question"][1]["ranks"] == {"wayfinder": [2], "bm25": [None]}
+    assert wayfinder["recall_curve"][:2] == [0.5, 1.0] and run["systems"]["bm25"]["recall_curve"][-1] == 0.0
+    assert run["navigation"]["exact"] == 1.0 and run["navigation"]["per_question"][0]["answer"] == ["page:5", "page:6"]
+    assert run["no_visible_gold"] == ["c"] and run["not_asked"] == ["t"]
+    assert run["left_out"] == {"b": ["page:3"], "c": ["page:9"]}
+    assert run["per_question"][1]["ranks"] == {"wayfinder": [2], "bm25": [None]}
+    assert run["agent"] == agents and run["refused"] == {"mcp-atlassian": ["b"]}
+    authorization = run["authorization"]
+    assert all(pages == [] for pages in authorization["leaks"].values()) and "agent:wayfinder" in authorization["leaks"]
+    assert authorization["exposure_rate"] == {"wayfinder": 0.5, "bm25": 0.5}  # a hidden page drawn for one question of two
+    # a: 1 of 1 gold reachable; b: 1 of 2 (page:3 hidden); c: none of 1 → (1 + 0.5 + 0) / 3
+    assert authorization["oracle_recall@5"] == 0.5
+    assert authorization["recall@5_all_gold"] == {"wayfinder": 0.5, "bm25": 0.0}
+    assert report["principals"]["mallory"]["authorization"]["leaks"]["wayfinder"] == ["page:9"]  # shown though hidden
 
     written = write(report, tmp_path / "reports")
     assert written.name == report["report"]
     assert json.loads((written / "report.json").read_text()) == report
-    assert (written / RECALL_PLOT).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    recall, calls, tokens = plot_names("alice")
+    assert (written / recall).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     md = (written / "report.md").read_text()
-    assert "| wayfinder | all | 0.500 [0.00, 1.00] | 0.750" in md and f"![{RECALL_PLOT}]({RECALL_PLOT})" in md
+    assert "## As alice" in md and "## As mallory" in md
+    assert "| wayfinder | all | 0.500 [0.00, 1.00] | 0.750" in md and f"![{recall}]({recall})" in md
     assert "Navigation exactness (wayfinder): **1.000**" in md
-    assert report["agent"] == agents and report["refused"] == {"mcp-atlassian": ["b"]}
     assert "| mcp-atlassian | 2 | 1 | 0.5 | None | 4000 |" in md and "mcp-atlassian answered 1 question(s) with an error" in md
-    for plot in (CALLS_PLOT, TOKENS_PLOT):
+    assert authorization["red_team"] == red_team and "an attacker starting from their names recovered **0** in 5 calls" in md
+    assert "leaks: **0**" in md and "**leaks: {'wayfinder': ['page:9']}**" in md
+    for plot in (calls, tokens):
         assert (written / plot).stat().st_size > 1000 and f"![{plot}]({plot})" in md
+    assert not (written / plot_names("mallory")[1]).exists()  # no agent ran as mallory
     assert dataset_name(tmp_path / "mine.jsonl") == "mine"
 
 
