@@ -29,6 +29,8 @@ from authz.gate import Gate
 from authz.prefilter import ACL_FILE, AclFile
 from core.errors import InvalidArgument
 from core.models import Principal
+from core.providers.base import Usage
+from core.providers.gemini import GeminiAnswers, GeminiToolAgent
 from core.settings import Settings
 from devstack import stack
 from devstack.atlassian.admin import Emulator
@@ -44,9 +46,10 @@ from devstack.peers import count_tokens, mcp_atlassian, mcp_atlassian_environmen
 from evals.agent import MCP_ATLASSIAN, WAYFINDER, Toolset, run_episode, summarise, tool_definitions
 from evals.datasets import Question, load_dataset
 from evals.leaks.oracle import Oracle
+from evals.gemini import AGENT_INSTRUCTION, JUDGE_VERSION, NO_KEY, GeminiJudge, agent_episode, answer_quality, judge_agreement, load_sample, summarise_gemini
 from evals.redteam import BUDGET, extract_graph
 from evals.reporting import Run, build, dataset_name, show, write
-from evals.runner import BASELINE_CANDIDATES, DEPTH, EvalFailed, Prepared, Systems, evaluate
+from evals.runner import BASELINE_CANDIDATES, DEPTH, EvalFailed, Outcome, Prepared, Systems, evaluate
 from navigator.navigator import Navigator
 from navigator.store import Neo4jStore
 from pipeline.raw_store import RawStore
@@ -57,6 +60,8 @@ from retrievers.semantic import SemanticRetriever
 
 EMULATOR_PORT = 25490  # fixed, like the site of a real deployment: the sync remembers what it read
 MCP_PORT = 25465  # Wayfinder's MCP server, asked by the scripted agent over HTTP
+ANSWER_PAGES = 3  # a system's first pages an answer is composed from
+ANSWER_PAGE_TOKENS = 2000  # of each
 
 
 def default_datasets(settings: Settings) -> list[Path]:
@@ -102,6 +107,7 @@ async def run_eval(settings: Settings, console: Console, datasets: Sequence[Path
             try:
                 wait_for_port(served.mcp.host, served.mcp.port, server, timeout=180)
                 runs: dict[Path, dict[str, Run]] = {path: {} for path in loaded}
+                gemini = _gemini(settings, console)
                 async with OpenFGAClient(own.openfga) as authorizer, Neo4jStore(own.neo4j) as graph, semantic_index(own) as index:
                     navigator = Navigator(graph)
                     retriever = SemanticRetriever(index, navigator, own.mcp.search_candidates, AclFile(own.index_dir / ACL_FILE))
@@ -114,6 +120,7 @@ async def run_eval(settings: Settings, console: Console, datasets: Sequence[Path
                             Client(f"http://{served.mcp.host}:{served.mcp.port}/mcp", auth=token_of[user], timeout=120) as wayfinder_mcp,
                             Client(_peer(settings, own, url, user), timeout=120) as atlassian_mcp,
                         ):
+                            toolsets = ((WAYFINDER, wayfinder_mcp), (MCP_ATLASSIAN, atlassian_mcp))
                             for path, questions in loaded.items():
                                 console.print(f"{path}: {len(questions)} question(s) as {user}")
                                 systems = Systems(
@@ -123,32 +130,17 @@ async def run_eval(settings: Settings, console: Console, datasets: Sequence[Path
                                     index,
                                     max(DEPTH, *ks),
                                 )
-                                refused: list[str] = []
-
-                                async def atlassian_search(q: Question, client: Client = atlassian_mcp, refused: list[str] = refused) -> list[str]:
-                                    # It refuses some questions (a double quote breaks the CQL it
-                                    # writes): as an agent would, take no pages, and list the question.
-                                    found = await client.call_tool("confluence_search", {"query": q.question, "limit": BASELINE_CANDIDATES}, raise_on_error=False)
-                                    if found.is_error:
-                                        refused.append(q.id)
-                                        return []
-                                    return MCP_ATLASSIAN.hits(found)
-
-                                peers = {MCP_ATLASSIAN.name: systems.authorized(MCP_ATLASSIAN.name, atlassian_search)}
-                                prepared, searched, navigated = await evaluate(dataset_name(path), systems, questions, ks, peers)
-                                agents = {
-                                    toolset.name: await _agent(toolset, client, prepared, settings, console)
-                                    for toolset, client in ((WAYFINDER, wayfinder_mcp), (MCP_ATLASSIAN, atlassian_mcp))
-                                }
-                                runs[path][user] = Run(prepared, searched, navigated, agents, {MCP_ATLASSIAN.name: refused}, systems.unauthorized, visible)
+                                run = await _ask(dataset_name(path), questions, ks, systems, navigator, toolsets, gemini, settings, console)
+                                runs[path][user] = dataclasses.replace(run, visible=visible)
                             console.print(f"graph extraction red-team as {user}: {BUDGET} calls at most")
                             attack = (await extract_graph(wayfinder_mcp, evidence, visible, hidden_titles)).summary()
                             console.print(f"as {user}: {attack['recovered']} of {attack['targets']} hidden-only entities and relations recovered in {attack['calls']} calls")
                             for path in loaded:
                                 runs[path][user] = dataclasses.replace(runs[path][user], red_team=attack)
+                agreement = await judge_agreement(gemini[1], load_sample()) if gemini is not None else {"skipped": NO_KEY}
                 reports = []
                 for path, questions in loaded.items():
-                    result = build(path, datetime.now(UTC).date(), questions, runs[path])
+                    result = build(path, datetime.now(UTC).date(), questions, runs[path]) | {"judge_agreement": agreement}
                     show(result, console)
                     console.print(f"report: {write(result, settings.data_dir / 'reports')}")
                     reports.append(result)
@@ -158,6 +150,78 @@ async def run_eval(settings: Settings, console: Console, datasets: Sequence[Path
                 server.wait(timeout=30)
         finally:
             stack.down(own)
+
+
+async def _ask(
+    name: str,
+    questions: Sequence[Question],
+    ks: Sequence[int],
+    systems: Systems,
+    navigator: Navigator,
+    toolsets: Sequence[tuple[Toolset, Client]],
+    gemini: Gemini | None,
+    settings: Settings,
+    console: Console,
+) -> Run:
+    """One dataset as one principal: every system (mcp-atlassian through its own search tool), the
+    navigator, the scripted agent with each toolset, and with Gemini the judge and its agent."""
+    atlassian = dict(toolsets)[MCP_ATLASSIAN]
+    refused: list[str] = []
+
+    async def atlassian_search(q: Question) -> list[str]:
+        # It refuses some questions (a double quote breaks the CQL it writes): as an agent would,
+        # take no pages, and list the question.
+        found = await atlassian.call_tool("confluence_search", {"query": q.question, "limit": BASELINE_CANDIDATES}, raise_on_error=False)
+        if found.is_error:
+            refused.append(q.id)
+            return []
+        return MCP_ATLASSIAN.hits(found)
+
+    peers = {MCP_ATLASSIAN.name: systems.authorized(MCP_ATLASSIAN.name, atlassian_search)}
+    prepared, searched, navigated = await evaluate(name, systems, questions, ks, peers)
+    agents = {toolset.name: await _agent(toolset, client, prepared, settings, console) for toolset, client in toolsets}
+    judged = await _judged(gemini, prepared, searched, navigator, systems, toolsets, console) if gemini is not None else {"skipped": NO_KEY}
+    return Run(prepared, searched, navigated, agents, {MCP_ATLASSIAN.name: refused}, systems.unauthorized, gemini=judged)
+
+
+Gemini = tuple[GeminiAnswers, GeminiJudge, GeminiToolAgent]
+
+
+def _gemini(settings: Settings, console: Console) -> Gemini | None:
+    """Gemini's answer writer, judge and agent model when a key is set; else say what is skipped."""
+    if settings.gemini.api_key is None:
+        console.print(NO_KEY)
+        return None
+    usage = Usage()
+    return GeminiAnswers(settings.gemini, usage), GeminiJudge(settings.gemini, usage), GeminiToolAgent(settings.gemini, usage, AGENT_INSTRUCTION)
+
+
+async def _judged(
+    gemini: Gemini, prepared: Sequence[Prepared], searched: dict[str, Outcome], navigator: Navigator, systems: Systems, toolsets: Sequence[tuple[Toolset, Client]], console: Console
+) -> dict[str, Any]:
+    """Answers composed from each system's first three pages (as the principal reads them), graded;
+    and the Gemini agent loop with each toolset."""
+    answers, judge, agent_model = gemini
+    asked = [p for p in prepared if p.question.searchable and p.gold and p.question.answer]
+    quality = {}
+    for system, outcome in searched.items():
+        console.print(f"answers from {system}'s pages, graded ({len(asked)} questions)")
+        inputs = []
+        for p in asked:
+            sources = []
+            for page in outcome.answers.get(p.question.id, [])[:ANSWER_PAGES]:
+                view = await navigator.read_page(systems.gate(), page, None, max_tokens=ANSWER_PAGE_TOKENS)
+                sources.append((view.title, view.markdown))
+            inputs.append((p.question.question, p.question.answer, sources))
+        quality[system] = await answer_quality(answers, judge, inputs)
+    loops = {}
+    for toolset, client in toolsets:
+        tools = await client.list_tools()
+        console.print(f"the Gemini agent with {toolset.name}'s tools ({len(asked)} questions)")
+        loops[toolset.name] = summarise_gemini(
+            [await agent_episode(agent_model, client, toolset, p.question.id, p.question.question, p.gold, tools) for p in asked]
+        )
+    return {"judge": JUDGE_VERSION, "answers": quality, "agent": loops}
 
 
 def _peer(settings: Settings, own: Settings, url: str, user: str) -> StdioTransport:

@@ -5,6 +5,11 @@
   (alt text); a request with a response schema gets JSON that fits it: entities and relations
   read off the text for an extraction schema (``entities``/``relations``), keywords for a keyword
   schema (``high_level``/``low_level``);
+* a request with tools (function declarations) is answered as a scripted agent would: it calls the
+  search tool (the first whose name holds ``search``) with the question, then opens (the tool whose
+  name holds ``fetch`` or ``get_page``) the first page the search answer names, then answers;
+* a request with a verdict schema (``correctness``/``faithful``) gets a grade read off the prompt:
+  how many of the reference answer's words the graded answer holds, and of its words the sources;
 * ``models/{model}:batchEmbedContents`` (and ``:embedContent``) — deterministic vectors of the
   requested size from the words of each text (hashed bags of words, normalised), so texts that
   share words are near each other and search over them means something.
@@ -39,7 +44,7 @@ _FUNCTION_WORDS = frozenset("The This That These Those How What When Where Which
 
 @dataclass
 class GeminiCall:
-    kind: str  # alt_text | extract | keywords | generate | embed
+    kind: str  # alt_text | extract | keywords | judge | agent | generate | embed
     model: str
     prompt: str = ""
     media_type: str = ""
@@ -93,6 +98,26 @@ def keywords_of(question: str) -> dict[str, list[str]]:
     return {"high_level": themes[:5], "low_level": names[:8]}
 
 
+def _content_words(text: str) -> set[str]:
+    return {w.lower() for w in _words(text) if len(w) >= 3}
+
+
+def _section(prompt: str, name: str, following: str) -> str:
+    found = re.search(rf"{name}:\s*(.*?)\n\s*(?:{following}):", prompt, re.S)
+    return found.group(1) if found else ""
+
+
+def verdict_of(prompt: str) -> dict[str, Any]:
+    """A judge's verdict, by words shared: the reference's in the answer, the answer's in the sources."""
+    reference = _content_words(_section(prompt, "Reference answer", "Sources"))
+    sources = _content_words(_section(prompt, "Sources", "Answer to grade") + _section(prompt, "Question", "Reference answer"))
+    answer = _content_words(prompt.rpartition("Answer to grade:")[2])
+    held = len(reference & answer) / (len(reference) or 1)
+    correctness = "correct" if held >= 0.5 else "partial" if held >= 0.2 else "wrong"
+    faithful = len(answer - sources) <= max(1, len(answer) // 5)
+    return {"correctness": correctness, "faithful": faithful, "reason": f"{held:.0%} of the reference's words"}
+
+
 def _error(status: int, message: str) -> JSONResponse:
     names = {400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}
     return JSONResponse({"error": {"code": status, "message": message, "status": names.get(status, "UNKNOWN")}}, status)
@@ -133,6 +158,9 @@ class FakeGemini:
         inline = next((_get(p, "inlineData") for p in parts if _get(p, "inlineData")), None)
         config = _get(body, "generationConfig") or {}
         schema = _get(config, "responseSchema") or _get(config, "responseJsonSchema")
+        tools = [d for tool in _get(body, "tools") or [] for d in _get(tool, "functionDeclarations") or []]
+        if tools:
+            return self._agent_turn(model, body, tools, f"{system}\n{prompt}")
         if inline is not None:
             image = base64.b64decode(inline.get("data", ""))
             self.calls.append(GeminiCall("alt_text", model, prompt, _get(inline, "mimeType") or "", image))
@@ -143,6 +171,8 @@ class FakeGemini:
                 kind, answer = "extract", extraction_of(prompt)
             elif {"high_level", "low_level"} <= properties:
                 kind, answer = "keywords", keywords_of(prompt)
+            elif {"correctness", "faithful"} <= properties:
+                kind, answer = "judge", verdict_of(prompt)
             else:
                 return _error(400, f"the fake knows no schema with the properties {sorted(properties)}")
             self.calls.append(GeminiCall(kind, model, prompt))
@@ -154,6 +184,33 @@ class FakeGemini:
             {
                 "candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP", "index": 0}],
                 "usageMetadata": _usage(f"{system}\n{prompt}", text),
+                "modelVersion": model,
+            }
+        )
+
+    def _agent_turn(self, model: str, body: dict[str, Any], tools: list[dict[str, Any]], prompt: str) -> JSONResponse:
+        contents = _get(body, "contents") or []
+        question = next((p["text"] for c in contents for p in _get(c, "parts") or [] if "text" in p), "")
+        responses = [_get(p, "functionResponse") for c in contents for p in _get(c, "parts") or [] if _get(p, "functionResponse")]
+        names = [t["name"] for t in tools]
+        search = next((n for n in names if "search" in n), None)
+        opener = next((n for n in names if "fetch" in n or "get_page" in n), None)
+        self.calls.append(GeminiCall("agent", model, prompt))
+        part: dict[str, Any]
+        if not responses and search is not None:
+            argument = "query"
+            part = {"functionCall": {"name": search, "args": {argument: question}}}
+        elif len(responses) == 1 and opener is not None:
+            found = re.search(r'"id\\?"\s*:\s*\\?"((?:page:)?\d+)', json.dumps(responses[0]))
+            page = found.group(1) if found else "page:0"
+            key = "page_id" if "get_page" in opener else "id"
+            part = {"functionCall": {"name": opener, "args": {key: page.removeprefix("page:") if key == "page_id" else page}}}
+        else:
+            part = {"text": "An answer from the page."}
+        return JSONResponse(
+            {
+                "candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+                "usageMetadata": _usage(prompt + json.dumps(responses), json.dumps(part)),
                 "modelVersion": model,
             }
         )

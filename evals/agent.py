@@ -37,6 +37,7 @@ class Toolset:
     search: Callable[[str], tuple[str, dict[str, Any]]]
     open: Callable[[str], tuple[str, dict[str, Any]]]
     hits: Callable[[Any], list[str]]
+    page_of: Callable[[dict[str, Any]], str]  # the page an open call's arguments name
 
 
 def _wayfinder_hits(result: Any) -> list[str]:
@@ -52,12 +53,14 @@ WAYFINDER = Toolset(
     search=lambda question: ("search", {"query": question, "top_k": SEARCH_LIMIT}),
     open=lambda page: ("fetch", {"id": page}),
     hits=_wayfinder_hits,
+    page_of=lambda arguments: str(arguments.get("id", "")),
 )
 MCP_ATLASSIAN = Toolset(
     "mcp-atlassian",
     search=lambda question: ("confluence_search", {"query": question, "limit": SEARCH_LIMIT}),
     open=lambda page: ("confluence_get_page", {"page_id": page.removeprefix("page:")}),
     hits=_atlassian_hits,
+    page_of=lambda arguments: f"page:{arguments.get('page_id', '')}",
 )
 
 

@@ -1,5 +1,6 @@
 """Evaluation questions from a file: the Hive wiki's ``questions_dev.jsonl`` format (one JSON object
-per line: ``id``, ``kind``, ``question``, ``gold_pages`` as bare page ids, and for a navigation
+per line: ``id``, ``kind``, ``question``, ``gold_pages`` as bare page ids, optionally ``answer``
+(the reference answer an LLM judge grades against), and for a navigation
 question ``nav``: ``{"op": "children" | "subtree" | "resolve_path", "node": page id or title path,
 "depth": subtree levels, 2 if left out}``, whose exact answer is ``gold_pages``) or the MuSiQue format
 (a JSON list of questions whose ``paragraphs`` mark the supporting ones; the passages are the pages
@@ -46,6 +47,7 @@ class Question:
     question: str
     gold: tuple[str, ...]  # page ids, e.g. "page:27362069"
     nav: Navigation | None = None  # navigation questions with a ``nav`` object
+    answer: str = ""  # the reference answer, for the judge (empty: not judged)
 
     @property
     def searchable(self) -> bool:
@@ -73,7 +75,7 @@ def _jsonl(path: Path, text: str) -> list[Question]:
             row = json.loads(line)
             gold = tuple(f"page:{p}" for p in row["gold_pages"])
             nav = _navigation(row["nav"]) if row.get("nav") else None
-            questions.append(Question(str(row["id"]), str(row.get("kind", "semantic")), str(row["question"]), gold, nav))
+            questions.append(Question(str(row["id"]), str(row.get("kind", "semantic")), str(row["question"]), gold, nav, str(row.get("answer") or "")))
         except (ValueError, KeyError, TypeError) as exc:
             raise InvalidArgument(f"{path}:{number}: not a question with id, question and gold_pages ({exc})") from exc
         if not gold:
@@ -105,7 +107,7 @@ def _musique(path: Path, text: str) -> list[Question]:
             if missing:
                 raise InvalidArgument(f"{path}: question {row['id']!r} is supported by passages not in {corpus}: {missing}")
             hops = len(row.get("question_decomposition") or supporting)
-            questions.append(Question(str(row["id"]), f"{hops}hop", str(row["question"]), tuple(pages[s] for s in supporting)))
+            questions.append(Question(str(row["id"]), f"{hops}hop", str(row["question"]), tuple(pages[s] for s in supporting), answer=str(row.get("answer") or "")))
     except (ValueError, KeyError, TypeError) as exc:
         raise InvalidArgument(f"{path}: not a list of MuSiQue questions ({exc})") from exc
     if not questions:

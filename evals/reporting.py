@@ -40,6 +40,7 @@ class Run:
     unauthorized: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # Systems.unauthorized
     visible: frozenset[str] | None = None  # every page the principal may see, by the leak oracle
     red_team: dict[str, Any] | None = None  # evals.redteam.Attack.summary, over the whole index
+    gemini: dict[str, Any] = field(default_factory=dict)  # answers graded and the Gemini agent, or why skipped
 
 
 def build(path: Path, day: date, questions: Sequence[Question], runs: dict[str, Run]) -> dict[str, Any]:
@@ -93,6 +94,7 @@ def _principal(questions: Sequence[Question], run: Run) -> dict[str, Any]:
         "agent": run.agents,
         "refused": {system: ids for system, ids in run.refused.items() if ids},
         "authorization": _authorization(run),
+        "gemini": run.gemini,
         "per_question": [
             {
                 "id": p.question.id,
@@ -218,6 +220,14 @@ def markdown(report: dict[str, Any], plots: dict[str, list[str]] | None = None) 
         "Bracketed: 95% bootstrap interval of the mean over questions.",
         "",
     ]
+    judged = report.get("judge_agreement") or {}
+    if "correctness" in judged:
+        lines += [
+            f"The judge ({judged['judge']}) against the hand-labelled sample ({judged['correctness']['n']} answers): "
+            f"correctness agreement {judged['correctness']['agreement']} (kappa {judged['correctness']['kappa']}), "
+            f"faithfulness agreement {judged['faithful']['agreement']} (kappa {judged['faithful']['kappa']}).",
+            "",
+        ]
     for user, run in report["principals"].items():
         lines += [f"## As {user}", "", f"{run['scored']} question(s) scored by search, {run['navigation']['questions']} by the navigator.", ""]
         systems = run["systems"]
@@ -263,6 +273,24 @@ def markdown(report: dict[str, Any], plots: dict[str, list[str]] | None = None) 
                     f"({red['refused']} refused; {red['items_seen']} visible items seen).",
                     "",
                 ]
+        gemini = run["gemini"]
+        if "skipped" in gemini:
+            lines += [f"Gemini: {gemini['skipped']}.", ""]
+        elif gemini:
+            lines += [
+                f"Answers composed by Gemini from each system's first pages, graded by the judge ({gemini['judge']}):",
+                "",
+                "| system | correct | partial | faithful |",
+                "|---|---:|---:|---:|",
+                *(f"| {system} | {q['correct']} | {q['partial']} | {q['faithful']} |" for system, q in gemini["answers"].items()),
+                "",
+                "The Gemini agent (function calling over each toolset):",
+                "",
+                "| toolset | solved | success_rate | median_calls_to_gold | tokens_per_solved |",
+                "|---|---:|---:|---:|---:|",
+                *(f"| {name} | {a['solved']} | {a['success_rate']} | {a['median_calls_to_gold']} | {a['tokens_per_solved']} |" for name, a in gemini["agent"].items()),
+                "",
+            ]
         for system, ids in run["refused"].items():
             lines += [f"{system} answered {len(ids)} question(s) with an error, scored as no pages: {', '.join(ids)}.", ""]
         for key, text in (("no_visible_gold", f"Skipped, no gold page visible to {user}"), ("not_asked", "Navigation questions without a nav object, not asked")):

@@ -75,6 +75,10 @@ class Systems:
         # system holds before its filter (the report's exposure)
         self.unauthorized: dict[str, dict[str, list[str]]] = {}
 
+    def gate(self) -> Gate:
+        """A fresh gate of the principal."""
+        return self._gate()
+
     def _drew(self, system: str, q: Question, pages: Sequence[str]) -> None:
         self.unauthorized.setdefault(system, {})[q.id] = list(dict.fromkeys(pages))
 

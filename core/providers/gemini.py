@@ -14,6 +14,9 @@ Four roles share one client, one retry policy and one usage ledger:
   no facts.
 * :class:`GeminiAnswers` composes a short answer to a question from numbered sources (the Slack
   bot's authorized hits, and nothing else), citing them as ``[n]``.
+* :class:`GeminiGrader` answers a prompt with JSON validated against a schema, at temperature 0
+  (the evaluations' LLM judge), and :class:`GeminiToolAgent` answers a question with tools an MCP
+  server lists (function calling, every call made by the caller): the evaluations' agent loop.
 * :class:`GeminiEmbedder` embeds passages and queries (``RETRIEVAL_DOCUMENT`` /
   ``RETRIEVAL_QUERY``) at ``embedding_dim`` dimensions, up to 100 texts per request, normalised.
 
@@ -29,12 +32,13 @@ when its answer is read (the SDK's async path leaves sockets open after error an
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import httpx
 import numpy as np
@@ -50,6 +54,7 @@ from core.settings import GeminiSettings
 log = logging.getLogger("wayfinder.gemini")
 
 T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
 
 #: texts per embedding request (the API's limit for one batch)
 EMBED_BATCH = 100
@@ -65,7 +70,7 @@ def _retryable(error: BaseException) -> bool:
     return isinstance(error, (httpx.TimeoutException, httpx.TransportError))
 
 
-class _Gemini:
+class GeminiClient:
     """The client, its retries and the ledger its calls are written to."""
 
     def __init__(self, settings: GeminiSettings, usage: Usage | None, role: str) -> None:
@@ -129,7 +134,7 @@ class GeminiAltText:
     source = "gemini"
 
     def __init__(self, settings: GeminiSettings, usage: Usage | None = None) -> None:
-        self._gemini = _Gemini(settings, usage, "alt text")
+        self._gemini = GeminiClient(settings, usage, "alt text")
 
     @property
     def calls(self) -> int:
@@ -163,7 +168,7 @@ class GeminiAnswers:
     """Answers composed by a Gemini model from sources it is handed. Construction does no I/O."""
 
     def __init__(self, settings: GeminiSettings, usage: Usage | None = None) -> None:
-        self._gemini = _Gemini(settings, usage, "answers")
+        self._gemini = GeminiClient(settings, usage, "answers")
 
     async def compose(self, question: str, sources: Sequence[tuple[str, str]]) -> str:
         """An answer to ``question`` from ``sources`` — (title, excerpt) pairs, cited as [1], [2], …"""
@@ -176,6 +181,104 @@ class GeminiAnswers:
         if not text:
             raise SourceError(f"Gemini ({model}) returned no answer")
         return text
+
+
+class GeminiGrader:
+    """A prompt answered as JSON that fits ``schema``, at temperature 0: for an LLM judge."""
+
+    def __init__(self, settings: GeminiSettings, usage: Usage | None = None) -> None:
+        self._gemini = GeminiClient(settings, usage, "grading")
+
+    async def grade(self, prompt: str, schema: type[M]) -> M:
+        config = types.GenerateContentConfig(temperature=0, response_mime_type="application/json", response_schema=schema, max_output_tokens=512)
+        model = self._gemini.settings.model
+        response = await asyncio.to_thread(self._gemini.generate, "grade", model, [prompt], config)
+        try:
+            return schema.model_validate_json(response.text or "")
+        except ValueError as exc:
+            raise SourceError(f"Gemini ({model}) graded with something that is not a {schema.__name__}: {(response.text or '')[:200]!r}") from exc
+
+
+def _optional_made_nullable(schema: Any) -> Any:
+    """A JSON schema with each ``anyOf: [X, {"type": "null"}]`` (pydantic's optional field) turned
+    into X, nullable: the form Gemini's schema takes."""
+    if isinstance(schema, list):
+        return [_optional_made_nullable(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    plain = {key: _optional_made_nullable(value) for key, value in schema.items()}
+    branches = plain.get("anyOf")
+    if isinstance(branches, list):
+        kept = [b for b in branches if b != {"type": "null"}]
+        if len(kept) == 1 and len(kept) < len(branches):
+            del plain["anyOf"]
+            plain = {**kept[0], **plain, "nullable": True}
+    return plain
+
+
+def declarations(tools: Sequence[Any]) -> list[types.FunctionDeclaration]:
+    """MCP tools (``name``, ``description``, ``input_schema``) as Gemini function declarations."""
+    return [
+        types.FunctionDeclaration(
+            name=t.name,
+            description=t.description or "",
+            parameters=types.Schema.from_json_schema(json_schema=types.JSONSchema(**_optional_made_nullable(t.input_schema))),
+        )
+        for t in tools
+    ]
+
+
+@dataclasses.dataclass
+class ToolRun:
+    """What a :class:`GeminiToolAgent` did for one question."""
+
+    calls: list[tuple[str, dict[str, Any]]] = dataclasses.field(default_factory=list)  # in order
+    input_tokens: int = 0
+    output_tokens: int = 0
+    answer: str = ""
+
+
+#: (tool name, arguments) → the tool's answer as text, and whether it was a refusal
+CallTool = Callable[[str, dict[str, Any]], Awaitable[tuple[str, bool]]]
+
+
+class GeminiToolAgent:
+    """A Gemini model answering a question with tools, by function calling with the SDK's automatic
+    calling off: every call goes through ``call_tool``, counted, up to ``turns`` model turns."""
+
+    def __init__(self, settings: GeminiSettings, usage: Usage | None = None, instruction: str = "") -> None:
+        self._gemini = GeminiClient(settings, usage, "the agent loop")
+        self._instruction = instruction
+
+    async def run(self, question: str, tools: Sequence[Any], call_tool: CallTool, turns: int) -> ToolRun:
+        done = ToolRun()
+        config = types.GenerateContentConfig(
+            system_instruction=self._instruction or None,
+            tools=[types.Tool(function_declarations=declarations(tools))],
+            automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+            temperature=0,
+        )
+        contents: list[types.Content] = [types.Content(role="user", parts=[types.Part.from_text(text=question)])]
+        model = self._gemini.settings.model
+        for _ in range(turns):
+            response = await asyncio.to_thread(self._gemini.generate, "take a turn as the agent", model, contents, config)
+            meta = response.usage_metadata
+            if meta is not None:
+                done.input_tokens += meta.prompt_token_count or 0
+                done.output_tokens += (meta.candidates_token_count or 0) + (meta.thoughts_token_count or 0)
+            asked = response.function_calls or []
+            if not asked or not response.candidates or response.candidates[0].content is None:
+                done.answer = (response.text or "").strip()
+                break
+            contents.append(response.candidates[0].content)
+            replies = []
+            for call in asked:
+                arguments = dict(call.args or {})
+                done.calls.append((call.name or "", arguments))
+                text, refused = await call_tool(call.name or "", arguments)
+                replies.append(types.Part.from_function_response(name=call.name or "", response={"result": text, "is_error": refused}))
+            contents.append(types.Content(role="user", parts=replies))
+        return done
 
 
 # -- extraction -----------------------------------------------------------------------------------
@@ -225,7 +328,7 @@ class GeminiExtractor:
 
     def __init__(self, settings: GeminiSettings, usage: Usage | None = None) -> None:
         self.name = f"gemini:{settings.extraction_model}"
-        self._gemini = _Gemini(settings, usage, "extraction")
+        self._gemini = GeminiClient(settings, usage, "extraction")
         self._ahead: Ahead[Extraction] = Ahead(
             lambda: ThreadPoolExecutor(settings.max_concurrency, thread_name_prefix="gemini-extract"),
             lambda texts: [self._extract(text) for text in texts],  # one text to a task: one call each
@@ -312,7 +415,7 @@ class GeminiEmbedder:
     """Passages and queries embedded by a Gemini embedding model, L2-normalised."""
 
     def __init__(self, settings: GeminiSettings, usage: Usage | None = None) -> None:
-        self._gemini = _Gemini(settings, usage, "embeddings")
+        self._gemini = GeminiClient(settings, usage, "embeddings")
         self.dim = settings.embedding_dim
         self.name = f"gemini:{settings.embedding_model}@{settings.embedding_dim}"
         self._concurrency = asyncio.Semaphore(settings.max_concurrency)

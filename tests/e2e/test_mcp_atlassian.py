@@ -18,6 +18,7 @@ from devstack.atlassian.runner import serving
 from devstack.atlassian.site import Site
 from devstack.peers import mcp_atlassian, mcp_atlassian_environment
 from evals.agent import MCP_ATLASSIAN, run_episode
+from core.providers.gemini import declarations
 from devstack.atlassian.export import DESIGN_DOCS_PAGE, SINGLE_USER_PAGE
 from tests.conftest import CORPUS
 
@@ -83,5 +84,7 @@ async def test_the_evaluations_scripted_agent_walks_its_tools(peer):
     done = await run_episode(peer, MCP_ATLASSIAN, "q", "how do I initialize the metastore schema with the schema tool", ["page:34835119"])
     assert done.solved_at is not None and done.solved_at <= 4 and done.opened[-1] == "page:34835119"
     assert "Hive Schema Tool" in done.texts[done.solved_at - 1]
+    converted = declarations(await peer.list_tools())  # for the Gemini agent loop
+    assert converted and all(p.type is not None for d in converted for p in (d.parameters.properties or {}).values())
     refused = await run_episode(peer, MCP_ATLASSIAN, "q", 'the song "Thinking Out Loud"', ["page:1"])
     assert (refused.calls, refused.errors, refused.solved_at) == (1, 1, None)  # its CQL breaks on a double quote

@@ -18,6 +18,7 @@ from authz.gate import Gate
 from core.settings import MCPSettings, Settings
 from devstack.serving import serving
 from evals.agent import WAYFINDER, run_episode, tool_definitions
+from core.providers.gemini import declarations
 from mcp_app.auth import StaticTokens, http_identity
 from mcp_app.server import create_server, open_services
 from tests.conftest import HiveSlice
@@ -316,9 +317,11 @@ async def test_the_evaluations_scripted_agent_reaches_a_page_only_its_user_may_s
     async with Client(url, auth=TOKENS["alice"]) as client:
         alice = await run_episode(client, WAYFINDER, "q", "correlation optimizer design", gold)
         definitions = json.loads(await tool_definitions(client))
+        converted = declarations(await client.list_tools())  # for the Gemini agent loop
     assert alice.solved_at == 2 and alice.opened == gold and alice.errors == 0
     assert "Correlation Optimizer" in alice.texts[1]
-    assert {tool["name"] for tool in definitions} >= {"search", "fetch"}
+    assert {tool["name"] for tool in definitions} >= {"search", "fetch"} and len(converted) == len(definitions)
+    assert all(p.type is not None for d in converted for p in (d.parameters.properties or {}).values())
     async with Client(url, auth=TOKENS["bob"]) as client:
         bob = await run_episode(client, WAYFINDER, "q", "correlation optimizer design", gold)
     assert bob.solved_at is None and bob.opened and not set(bob.opened) & restricted

@@ -17,7 +17,16 @@ from core.models import Principal
 from core.settings import Settings
 from tests.conftest import HiveSlice
 from devstack.atlassian.view import site_view
+from core.providers.gemini import GeminiAnswers, GeminiToolAgent
+from core.settings import GeminiSettings
+from devstack.atlassian.runner import serving_app
+from devstack.evaluation import _judged
+from devstack.fake_gemini import FakeGemini
+from evals.agent import WAYFINDER
 from evals.datasets import load_dataset
+from evals.gemini import JUDGE_VERSION, GeminiJudge
+from fastmcp import Client, FastMCP
+from rich.console import Console
 from evals.leaks.oracle import Oracle
 from evals.reporting import Run, build
 from evals.runner import SYSTEMS, Systems, evaluate
@@ -28,7 +37,8 @@ from retrievers.semantic import SemanticRetriever
 
 DESIGN_DOCS_CHILD = "34019487"  # Correlation Optimizer, committers only (with all of DesignDocs)
 QUESTIONS = [
-    {"id": "metastore", "kind": "semantic", "question": "Which metastore servers does a client try when hive.metastore.uris lists several?", "gold_pages": ["27362076"]},
+    {"id": "metastore", "kind": "semantic", "question": "Which metastore servers does a client try when hive.metastore.uris lists several?", "gold_pages": ["27362076"],
+     "answer": "The first one in the list, then a random one on connection failure."},
     {"id": "correlation", "kind": "semantic", "question": "correlation optimizer design", "gold_pages": [DESIGN_DOCS_CHILD]},
     {"id": "schema", "kind": "multihop", "question": "Which tool initializes the metastore schema, and which page explains metastore administration?", "gold_pages": ["34835119", "27362076"]},
     {"id": "tree", "kind": "navigation", "question": "children of the metastore page", "gold_pages": ["55156221"]},
@@ -64,6 +74,21 @@ async def test_each_system_is_scored_on_what_the_principal_may_see(indexed, serv
             allowed = {r.object for g in gates[user] for r in g.records if r.allowed}
             assert shown and shown <= allowed  # each was checked and allowed
 
+        # With a Gemini key (the fake here): answers from each system's first pages, read as alice
+        # through her gate, graded; and the Gemini agent over a toolset
+        fake = FakeGemini()
+        with serving_app(fake.app()) as gemini_url:
+            gemini_settings = GeminiSettings(api_key="test-key", base_url=gemini_url, max_attempts=2, timeout_s=10)
+            models = (GeminiAnswers(gemini_settings), GeminiJudge(gemini_settings), GeminiToolAgent(gemini_settings))
+            before = len(gates["alice"])
+            async with Client(_one_page_toolset("page:27362076")) as toolset_client:
+                judged = await _judged(models, runs["alice"][0], runs["alice"][1], navigator, systems["alice"], [(WAYFINDER, toolset_client)], Console(quiet=True))
+        assert set(judged["answers"]) == set(SYSTEMS) and all(q["questions"] == 1 for q in judged["answers"].values())
+        composed = [call.prompt for call in fake.calls if call.kind == "generate"]
+        assert len(composed) == len(SYSTEMS) and any("AdminManual Metastore Administration" in prompt for prompt in composed)  # the pages themselves
+        assert len(gates["alice"]) > before  # the pages were read through alice's gate
+        assert judged["agent"]["wayfinder"]["solved"] == 1 and judged["judge"] == JUDGE_VERSION
+
     alice_prepared, alice, alice_nav = runs["alice"]
     bob_prepared, bob, bob_nav = runs["bob"]
     correlation = f"page:{DESIGN_DOCS_CHILD}"
@@ -94,3 +119,20 @@ async def test_each_system_is_scored_on_what_the_principal_may_see(indexed, serv
     assert {"recall@1", "recall@5", "mrr", "ndcg@10", "all_hops@5"} == set(run["systems"]["wayfinder"]["all"])
     assert all(pages == [] for pages in run["authorization"]["leaks"].values())
     assert run["authorization"]["exposure_rate"]["wayfinder"] > 0
+
+
+def _one_page_toolset(page: str) -> FastMCP:
+    """Tools shaped like Wayfinder's whose search finds ``page`` and whose fetch opens any page."""
+    server = FastMCP("one page")
+
+    @server.tool
+    def search(query: str, top_k: int = 10) -> dict:
+        """Search."""
+        return {"hits": [{"id": page}]}
+
+    @server.tool
+    def fetch(id: str) -> dict:
+        """Read a page."""
+        return {"id": id, "markdown": f"the text of {id}"}
+
+    return server

@@ -15,6 +15,7 @@ from pydantic_evals import Case, Dataset
 from core.errors import InvalidArgument
 from evals import evaluators
 from evals.datasets import Navigation, Question, load_dataset
+from evals.gemini import NO_KEY
 from evals.metrics import bootstrap_ci, mean, score
 from evals.reporting import Run, build, dataset_name, plot_names, write
 from evals.runner import EvalFailed, Outcome, Prepared, run_dataset
@@ -127,10 +128,17 @@ def test_the_report_has_means_intervals_kinds_navigation_agents_authorization_an
     visible = frozenset({"space:S", "page:0", "page:1", "page:2", "page:4", "page:5", "page:6", "page:7"})  # not 3 nor 9
     unauthorized = {"wayfinder": {"a": ["page:1", "page:9"], "b": ["page:2"]}, "bm25": {"a": ["page:0"], "b": ["page:3", "page:2"]}}
     red_team = {"targets": 3, "calls": 5, "refused": 1, "items_seen": 2, "recovered": 0, "recovered_items": []}
-    alice = Run(prepared, searched, navigated, agents, {"mcp-atlassian": ["b"], "bm25": []}, unauthorized, visible, red_team)
-    leaky = Run(prepared[:2], {"wayfinder": Outcome({"a": ["page:9", "page:1"], "b": ["page:2"]}, searched["wayfinder"].scores)}, {}, visible=visible)
+    alice = Run(prepared, searched, navigated, agents, {"mcp-atlassian": ["b"], "bm25": []}, unauthorized, visible, red_team, {"skipped": NO_KEY})
+    judged = {
+        "judge": "judge-v1",
+        "answers": {"wayfinder": {"judge": "judge-v1", "questions": 2, "correct": 0.5, "partial": 0.0, "faithful": 1.0}},
+        "agent": {"wayfinder": {"questions": 2, "solved": 1, "success_rate": 0.5, "median_calls_to_gold": 2.0, "tokens_per_solved": 5000}},
+    }
+    leaky = Run(prepared[:2], {"wayfinder": Outcome({"a": ["page:9", "page:1"], "b": ["page:2"]}, searched["wayfinder"].scores)}, {}, visible=visible, gemini=judged)
     path = tmp_path / "apache-hive-wiki" / "questions_dev.jsonl"
-    report = build(path, date(2026, 12, 3), questions, {"alice": alice, "mallory": leaky})
+    report = build(path, date(2026, 12, 3), questions, {"alice": alice, "mallory": leaky}) | {
+        "judge_agreement": {"judge": "judge-v1", "correctness": {"n": 12, "agreement": 0.75, "kappa": 0.6}, "faithful": {"n": 12, "agreement": 0.9, "kappa": 0.7}}
+    }
 
     assert report["report"] == "eval-apache-hive-wiki-2026-12-03" and report["questions"] == 5
     run = report["principals"]["alice"]
@@ -164,6 +172,8 @@ def test_the_report_has_means_intervals_kinds_navigation_agents_authorization_an
     assert "Navigation exactness (wayfinder): **1.000**" in md
     assert "| mcp-atlassian | 2 | 1 | 0.5 | None | 4000 |" in md and "mcp-atlassian answered 1 question(s) with an error" in md
     assert authorization["red_team"] == red_team and "an attacker starting from their names recovered **0** in 5 calls" in md
+    assert f"Gemini: {NO_KEY}." in md and "| wayfinder | 0.5 | 0.0 | 1.0 |" in md and "| wayfinder | 1 | 0.5 | 2.0 | 5000 |" in md
+    assert "correctness agreement 0.75 (kappa 0.6)" in md
     assert "leaks: **0**" in md and "**leaks: {'wayfinder': ['page:9']}**" in md
     for plot in (calls, tokens):
         assert (written / plot).stat().st_size > 1000 and f"![{plot}]({plot})" in md
@@ -181,13 +191,14 @@ def test_the_hive_dev_set_loads_with_page_ids() -> None:
     assert navigation["hive-012"] == Navigation("children", "page:27362076")
     assert navigation["hive-052"] == Navigation("resolve_path", "Home/Apache Hive 4.0.X/Hive Transactions (Hive ACID)")
     assert navigation["hive-065"] == Navigation("subtree", "page:282102245", depth=2)
+    assert all(q.answer for q in questions)  # reference answers, for the judge
 
 
 def test_the_musique_dev_set_finds_its_passages_among_the_pages() -> None:
     questions = load_dataset(CORPORA / "musique-100" / "questions_dev.json")
     assert len(questions) == 50
     first = questions[0]
-    assert first.kind == "2hop" and len(set(first.gold)) == 2
+    assert first.kind == "2hop" and len(set(first.gold)) == 2 and first.answer
     corpus = json.loads((CORPORA / "musique-100" / "corpus.json").read_text())
     # two passages of one article: told apart by their text, each its own page
     passages = [corpus[int(g.removeprefix("page:")) - 900_000_001] for g in first.gold]
