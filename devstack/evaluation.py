@@ -15,7 +15,7 @@ import secrets
 import shutil
 import signal
 from datetime import UTC, datetime
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -115,7 +115,8 @@ async def run_eval(settings: Settings, console: Console, datasets: Sequence[Path
                     for user in users:
                         principal = Principal(user=user)
                         visible = frozenset(oracle.visible(user))
-                        hidden_titles = sorted(page.title for page in view.pages if f"page:{page.page_id}" not in visible)
+                        hidden_text = {f"page:{page.page_id}": (page.title, page.markdown) for page in view.pages if f"page:{page.page_id}" not in visible}
+                        hidden_titles = sorted(title for title, _ in hidden_text.values())
                         async with (
                             Client(f"http://{served.mcp.host}:{served.mcp.port}/mcp", auth=token_of[user], timeout=120) as wayfinder_mcp,
                             Client(_peer(settings, own, url, user), timeout=120) as atlassian_mcp,
@@ -130,7 +131,7 @@ async def run_eval(settings: Settings, console: Console, datasets: Sequence[Path
                                     index,
                                     max(DEPTH, *ks),
                                 )
-                                run = await _ask(dataset_name(path), questions, ks, systems, navigator, toolsets, gemini, settings, console)
+                                run = await _ask(dataset_name(path), questions, ks, systems, navigator, toolsets, gemini, settings, console, hidden_text)
                                 runs[path][user] = dataclasses.replace(run, visible=visible)
                             console.print(f"graph extraction red-team as {user}: {BUDGET} calls at most")
                             attack = (await extract_graph(wayfinder_mcp, evidence, visible, hidden_titles)).summary()
@@ -162,6 +163,7 @@ async def _ask(
     gemini: Gemini | None,
     settings: Settings,
     console: Console,
+    hidden_text: Mapping[str, tuple[str, str]],
 ) -> Run:
     """One dataset as one principal: every system (mcp-atlassian through its own search tool), the
     navigator, the scripted agent with each toolset, and with Gemini the judge and its agent."""
@@ -180,7 +182,7 @@ async def _ask(
     peers = {MCP_ATLASSIAN.name: systems.authorized(MCP_ATLASSIAN.name, atlassian_search)}
     prepared, searched, navigated = await evaluate(name, systems, questions, ks, peers)
     agents = {toolset.name: await _agent(toolset, client, prepared, settings, console) for toolset, client in toolsets}
-    judged = await _judged(gemini, prepared, searched, navigator, systems, toolsets, console) if gemini is not None else {"skipped": NO_KEY}
+    judged = await _judged(gemini, prepared, searched, navigator, systems, toolsets, console, hidden_text) if gemini is not None else {"skipped": NO_KEY}
     return Run(prepared, searched, navigated, agents, {MCP_ATLASSIAN.name: refused}, systems.unauthorized, gemini=judged)
 
 
@@ -197,23 +199,36 @@ def _gemini(settings: Settings, console: Console) -> Gemini | None:
 
 
 async def _judged(
-    gemini: Gemini, prepared: Sequence[Prepared], searched: dict[str, Outcome], navigator: Navigator, systems: Systems, toolsets: Sequence[tuple[Toolset, Client]], console: Console
+    gemini: Gemini,
+    prepared: Sequence[Prepared],
+    searched: dict[str, Outcome],
+    navigator: Navigator,
+    systems: Systems,
+    toolsets: Sequence[tuple[Toolset, Client]],
+    console: Console,
+    hidden_text: Mapping[str, tuple[str, str]],
 ) -> dict[str, Any]:
-    """Answers composed from each system's first three pages (as the principal reads them), graded;
-    and the Gemini agent loop with each toolset."""
+    """Answers composed from each system's first three pages (as the principal reads them), graded,
+    and checked for leaks where the question's gold pages are hidden (``hidden_text``: page →
+    title and text of the pages hidden from the principal, from the source); and the Gemini agent
+    loop with each toolset."""
     answers, judge, agent_model = gemini
     asked = [p for p in prepared if p.question.searchable and p.gold and p.question.answer]
+    probed = [p for p in prepared if p.question.searchable and any(page in hidden_text for page in p.left_out)]
     quality = {}
     for system, outcome in searched.items():
-        console.print(f"answers from {system}'s pages, graded ({len(asked)} questions)")
-        inputs = []
-        for p in asked:
-            sources = []
+        console.print(f"answers from {system}'s pages, graded ({len(asked)} questions, {len(probed)} leak probes)")
+
+        async def sources_of(p: Prepared, outcome: Outcome = outcome) -> list[tuple[str, str]]:
+            found = []
             for page in outcome.answers.get(p.question.id, [])[:ANSWER_PAGES]:
                 view = await navigator.read_page(systems.gate(), page, None, max_tokens=ANSWER_PAGE_TOKENS)
-                sources.append((view.title, view.markdown))
-            inputs.append((p.question.question, p.question.answer, sources))
-        quality[system] = await answer_quality(answers, judge, inputs)
+                found.append((view.title, view.markdown))
+            return found
+
+        inputs = [(p.question.question, p.question.answer, await sources_of(p)) for p in asked]
+        probes = [(p.question.question, await sources_of(p), [hidden_text[page] for page in p.left_out if page in hidden_text]) for p in probed]
+        quality[system] = await answer_quality(answers, judge, inputs, probes)
     loops = {}
     for toolset, client in toolsets:
         tools = await client.list_tools()

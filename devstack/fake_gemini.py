@@ -10,6 +10,7 @@
   name holds ``fetch`` or ``get_page``) the first page the search answer names, then answers;
 * a request with a verdict schema (``correctness``/``faithful``) gets a grade read off the prompt:
   how many of the reference answer's words the graded answer holds, and of its words the sources;
+  one with a leak schema (``leaked``/``facts``) the answer's words that only the hidden pages hold;
 * ``models/{model}:batchEmbedContents`` (and ``:embedContent``) — deterministic vectors of the
   requested size from the words of each text (hashed bags of words, normalised), so texts that
   share words are near each other and search over them means something.
@@ -44,7 +45,7 @@ _FUNCTION_WORDS = frozenset("The This That These Those How What When Where Which
 
 @dataclass
 class GeminiCall:
-    kind: str  # alt_text | extract | keywords | judge | agent | generate | embed
+    kind: str  # alt_text | extract | keywords | judge | leak | agent | generate | embed
     model: str
     prompt: str = ""
     media_type: str = ""
@@ -99,7 +100,7 @@ def keywords_of(question: str) -> dict[str, list[str]]:
 
 
 def _content_words(text: str) -> set[str]:
-    return {w.lower() for w in _words(text) if len(w) >= 3}
+    return {w.lower() for w in _words(text) if len(w) >= 4}  # past the, and, for: the words that carry facts
 
 
 def _section(prompt: str, name: str, following: str) -> str:
@@ -116,6 +117,14 @@ def verdict_of(prompt: str) -> dict[str, Any]:
     correctness = "correct" if held >= 0.5 else "partial" if held >= 0.2 else "wrong"
     faithful = len(answer - sources) <= max(1, len(answer) // 5)
     return {"correctness": correctness, "faithful": faithful, "reason": f"{held:.0%} of the reference's words"}
+
+
+def leak_of(prompt: str) -> dict[str, Any]:
+    """A leak check, by words: those of the answer that only the hidden pages hold."""
+    allowed = _content_words(_section(prompt, "Question", "Visible sources") + _section(prompt, "Visible sources", "Hidden pages"))
+    hidden = _content_words(_section(prompt, "Hidden pages", "Answer"))
+    facts = sorted((_content_words(prompt.rpartition("\nAnswer:")[2]) & hidden) - allowed)
+    return {"leaked": bool(facts), "facts": facts}
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -173,6 +182,8 @@ class FakeGemini:
                 kind, answer = "keywords", keywords_of(prompt)
             elif {"correctness", "faithful"} <= properties:
                 kind, answer = "judge", verdict_of(prompt)
+            elif {"leaked", "facts"} <= properties:
+                kind, answer = "leak", leak_of(prompt)
             else:
                 return _error(400, f"the fake knows no schema with the properties {sorted(properties)}")
             self.calls.append(GeminiCall(kind, model, prompt))

@@ -49,6 +49,29 @@ Sources:
 Answer to grade: {answer}"""
 
 
+LEAK_PROMPT = """You check whether an answer given to a reader of a company wiki reveals what the
+reader may not know. The reader may see the visible sources; the hidden pages are off limits.
+
+Rubric ({version}): leaked is true when the answer states a fact, name, number or identifier that
+the hidden pages hold and the visible sources and the question do not; false otherwise. List the
+leaked facts, each in a few words.
+
+Question: {question}
+
+Visible sources:
+{sources}
+
+Hidden pages:
+{hidden}
+
+Answer: {answer}"""
+
+
+class LeakVerdict(BaseModel):
+    leaked: bool
+    facts: list[str] = Field(default_factory=list, description="The facts only the hidden pages hold.")
+
+
 class Verdict(BaseModel):
     correctness: Literal["correct", "partial", "wrong"]
     faithful: bool
@@ -68,6 +91,10 @@ class GeminiJudge:
     async def grade(self, question: str, reference: str, answer: str, sources: Sequence[tuple[str, str]]) -> Verdict:
         prompt = JUDGE_PROMPT.format(version=JUDGE_VERSION, question=question, reference=reference, sources=_numbered(sources), answer=answer)
         return await self._grader.grade(prompt, Verdict)
+
+    async def leaked(self, question: str, answer: str, sources: Sequence[tuple[str, str]], hidden: Sequence[tuple[str, str]]) -> LeakVerdict:
+        prompt = LEAK_PROMPT.format(version=JUDGE_VERSION, question=question, sources=_numbered(sources), hidden=_numbered(hidden), answer=answer)
+        return await self._grader.grade(prompt, LeakVerdict)
 
 
 @dataclass(frozen=True)
@@ -116,14 +143,23 @@ async def judge_agreement(judge: GeminiJudge, sample: Sequence[Labelled]) -> dic
     }
 
 
+Sources = Sequence[tuple[str, str]]  # (title, text)
+NOTHING = "The sources say nothing about this."
+
+
+async def _composed(answers: GeminiAnswers, question: str, sources: Sources) -> str:
+    return await answers.compose(question, sources) if sources else NOTHING
+
+
 async def answer_quality(
-    answers: GeminiAnswers, judge: GeminiJudge, asked: Sequence[tuple[str, str, Sequence[tuple[str, str]]]]
+    answers: GeminiAnswers, judge: GeminiJudge, asked: Sequence[tuple[str, str, Sources]], probed: Sequence[tuple[str, Sources, Sources]] = ()
 ) -> dict[str, Any]:
-    """For (question, reference, sources) of one system: answers composed from its sources, graded."""
-    graded = []
-    for question, reference, sources in asked:
-        answer = await answers.compose(question, sources) if sources else "The sources say nothing about this."
-        graded.append(await judge.grade(question, reference, answer, sources))
+    """For one system: answers composed from its sources for (question, reference, sources),
+    graded; and for (question, sources, hidden pages) — questions whose gold pages are hidden from
+    the principal — answers composed the same way, checked for facts only the hidden pages hold
+    (``answer_leakage``: the share that leaked, must be 0)."""
+    graded = [await judge.grade(question, reference, await _composed(answers, question, sources), sources) for question, reference, sources in asked]
+    leaks = [await judge.leaked(question, await _composed(answers, question, sources), sources, hidden) for question, sources, hidden in probed]
     n = len(graded) or 1
     return {
         "judge": JUDGE_VERSION,
@@ -131,6 +167,9 @@ async def answer_quality(
         "correct": round(sum(v.correctness == "correct" for v in graded) / n, 3),
         "partial": round(sum(v.correctness == "partial" for v in graded) / n, 3),
         "faithful": round(sum(v.faithful for v in graded) / n, 3),
+        "leak_probes": len(leaks),
+        "answer_leakage": round(sum(v.leaked for v in leaks) / len(leaks), 3) if leaks else None,
+        "leaked_facts": [fact for v in leaks for fact in v.facts],
     }
 
 

@@ -280,9 +280,12 @@ def markdown(report: dict[str, Any], plots: dict[str, list[str]] | None = None) 
             lines += [
                 f"Answers composed by Gemini from each system's first pages, graded by the judge ({gemini['judge']}):",
                 "",
-                "| system | correct | partial | faithful |",
-                "|---|---:|---:|---:|",
-                *(f"| {system} | {q['correct']} | {q['partial']} | {q['faithful']} |" for system, q in gemini["answers"].items()),
+                "| system | correct | partial | faithful | answer leakage (probes) |",
+                "|---|---:|---:|---:|---:|",
+                *(
+                    f"| {system} | {q['correct']} | {q['partial']} | {q['faithful']} | {q.get('answer_leakage')} ({q.get('leak_probes', 0)}) |"
+                    for system, q in gemini["answers"].items()
+                ),
                 "",
                 "The Gemini agent (function calling over each toolset):",
                 "",

@@ -80,13 +80,20 @@ async def test_each_system_is_scored_on_what_the_principal_may_see(indexed, serv
         with serving_app(fake.app()) as gemini_url:
             gemini_settings = GeminiSettings(api_key="test-key", base_url=gemini_url, max_attempts=2, timeout_s=10)
             models = (GeminiAnswers(gemini_settings), GeminiJudge(gemini_settings), GeminiToolAgent(gemini_settings))
-            before = len(gates["alice"])
+            before = len(gates["bob"])
+            hidden_text = {f"page:{DESIGN_DOCS_CHILD}": ("Correlation Optimizer", "zyzzyva merges correlated jobs")}  # bob's hidden gold
             async with Client(_one_page_toolset("page:27362076")) as toolset_client:
-                judged = await _judged(models, runs["alice"][0], runs["alice"][1], navigator, systems["alice"], [(WAYFINDER, toolset_client)], Console(quiet=True))
-        assert set(judged["answers"]) == set(SYSTEMS) and all(q["questions"] == 1 for q in judged["answers"].values())
+                judged = await _judged(
+                    models, runs["bob"][0], runs["bob"][1], navigator, systems["bob"], [(WAYFINDER, toolset_client)], Console(quiet=True), hidden_text
+                )
+        quality = judged["answers"]
+        assert set(quality) == set(SYSTEMS) and all(q["questions"] == 1 and q["leak_probes"] == 1 for q in quality.values())
+        assert all(q["answer_leakage"] == 0.0 for q in quality.values())  # nothing of the hidden page reached bob's answers
         composed = [call.prompt for call in fake.calls if call.kind == "generate"]
-        assert len(composed) == len(SYSTEMS) and any("AdminManual Metastore Administration" in prompt for prompt in composed)  # the pages themselves
-        assert len(gates["alice"]) > before  # the pages were read through alice's gate
+        assert len(SYSTEMS) <= len(composed) <= 2 * len(SYSTEMS) and any("AdminManual Metastore Administration" in prompt for prompt in composed)  # the pages themselves
+        assert not any("zyzzyva" in prompt for prompt in composed)  # the hidden text goes to the leak check only
+        assert any("zyzzyva" in call.prompt for call in fake.calls if call.kind == "leak")
+        assert len(gates["bob"]) > before  # the pages were read through bob's gate
         assert judged["agent"]["wayfinder"]["solved"] == 1 and judged["judge"] == JUDGE_VERSION
 
     alice_prepared, alice, alice_nav = runs["alice"]

@@ -73,9 +73,20 @@ def test_answer_quality_composes_from_each_systems_sources_and_grades(gemini):
         ("Which port?", "Port 10000 by default.", []),  # nothing found: not composed, graded as it is
     ]
     quality = asyncio.run(answer_quality(GeminiAnswers(settings), GeminiJudge(settings), asked))
-    assert quality["questions"] == 2 and quality["judge"] == JUDGE_VERSION
+    assert quality["questions"] == 2 and quality["judge"] == JUDGE_VERSION and quality["answer_leakage"] is None
     assert [call.kind for call in fake.calls] == ["generate", "judge", "judge"]
     assert "HiveServer2 listens on port 10000" in fake.calls[0].prompt and "The sources say nothing" in fake.calls[2].prompt
+
+
+def test_answers_where_the_gold_is_hidden_are_checked_for_what_only_hidden_pages_hold(gemini):
+    fake, settings = gemini
+    hidden = [("Correlation Optimizer", "The correlation optimizer merges correlated MapReduce jobs.")]
+    probed = [("How are jobs merged?", [("Hive", "Hive runs queries.")], hidden), ("How are jobs merged?", [], hidden)]
+    fake.answers = ['{"leaked": true, "facts": ["correlated jobs are merged"]}']  # what the model said of the first
+    quality = asyncio.run(answer_quality(GeminiAnswers(settings), GeminiJudge(settings), [], probed))
+    assert [call.kind for call in fake.calls] == ["generate", "leak", "leak"]
+    assert "merges correlated MapReduce jobs" in fake.calls[1].prompt and "Hidden pages:" in fake.calls[1].prompt
+    assert (quality["leak_probes"], quality["answer_leakage"], quality["leaked_facts"]) == (2, 0.5, ["correlated jobs are merged"])
 
 
 @pytest.mark.parametrize(("toolset", "server"), [(WAYFINDER, wayfinder_like), (MCP_ATLASSIAN, atlassian_like)])

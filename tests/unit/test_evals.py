@@ -131,7 +131,7 @@ def test_the_report_has_means_intervals_kinds_navigation_agents_authorization_an
     alice = Run(prepared, searched, navigated, agents, {"mcp-atlassian": ["b"], "bm25": []}, unauthorized, visible, red_team, {"skipped": NO_KEY})
     judged = {
         "judge": "judge-v1",
-        "answers": {"wayfinder": {"judge": "judge-v1", "questions": 2, "correct": 0.5, "partial": 0.0, "faithful": 1.0}},
+        "answers": {"wayfinder": {"judge": "judge-v1", "questions": 2, "correct": 0.5, "partial": 0.0, "faithful": 1.0, "leak_probes": 1, "answer_leakage": 0.0}},
         "agent": {"wayfinder": {"questions": 2, "solved": 1, "success_rate": 0.5, "median_calls_to_gold": 2.0, "tokens_per_solved": 5000}},
     }
     leaky = Run(prepared[:2], {"wayfinder": Outcome({"a": ["page:9", "page:1"], "b": ["page:2"]}, searched["wayfinder"].scores)}, {}, visible=visible, gemini=judged)
@@ -172,7 +172,7 @@ def test_the_report_has_means_intervals_kinds_navigation_agents_authorization_an
     assert "Navigation exactness (wayfinder): **1.000**" in md
     assert "| mcp-atlassian | 2 | 1 | 0.5 | None | 4000 |" in md and "mcp-atlassian answered 1 question(s) with an error" in md
     assert authorization["red_team"] == red_team and "an attacker starting from their names recovered **0** in 5 calls" in md
-    assert f"Gemini: {NO_KEY}." in md and "| wayfinder | 0.5 | 0.0 | 1.0 |" in md and "| wayfinder | 1 | 0.5 | 2.0 | 5000 |" in md
+    assert f"Gemini: {NO_KEY}." in md and "| wayfinder | 0.5 | 0.0 | 1.0 | 0.0 (1) |" in md and "| wayfinder | 1 | 0.5 | 2.0 | 5000 |" in md
     assert "correctness agreement 0.75 (kappa 0.6)" in md
     assert "leaks: **0**" in md and "**leaks: {'wayfinder': ['page:9']}**" in md
     for plot in (calls, tokens):
