@@ -156,6 +156,8 @@ def write(report: dict[str, Any], reports_dir: Path) -> Path:
     """The report's directory under ``reports_dir``: ``report.json``, ``report.md``, the plots."""
     directory = reports_dir / report["report"]
     directory.mkdir(parents=True, exist_ok=True)
+    for stale in [*directory.glob("report.*"), *directory.glob("*.png")]:  # an earlier run's, that day
+        stale.unlink()
     (directory / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     plots = {user: [*_plot_recall(report["report"], user, run, directory), *_plot_agents(user, run, directory)] for user, run in report["principals"].items()}
     (directory / "report.md").write_text(markdown(report, plots))

@@ -161,8 +161,10 @@ def test_the_report_has_means_intervals_kinds_navigation_agents_authorization_an
     assert authorization["recall@5_all_gold"] == {"wayfinder": 0.5, "bm25": 0.0}
     assert report["principals"]["mallory"]["authorization"]["leaks"]["wayfinder"] == ["page:9"]  # shown though hidden
 
+    (tmp_path / "reports" / report["report"]).mkdir(parents=True)
+    (tmp_path / "reports" / report["report"] / "agent_calls-carol.png").write_bytes(b"an earlier run's")
     written = write(report, tmp_path / "reports")
-    assert written.name == report["report"]
+    assert written.name == report["report"] and not (written / "agent_calls-carol.png").exists()
     assert json.loads((written / "report.json").read_text()) == report
     recall, calls, tokens = plot_names("alice")
     assert (written / recall).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
