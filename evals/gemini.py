@@ -1,7 +1,9 @@
 """The parts of an evaluation that need a Gemini key (``WAYFINDER_GEMINI__API_KEY``): answers
-composed from each system's context and graded by an LLM judge, the judge's agreement with a
-hand-labelled sample, and a real agent loop (google-genai function calling) over each MCP
-toolset. Without a key none of it runs and the report says so; nothing is ever faked.
+composed from each system's context and graded by an LLM judge, answers to questions whose gold
+pages are hidden checked for what only those pages hold (answer leakage), the judge's agreement
+with a hand-labelled sample, and a real agent loop (function calling) over each MCP toolset. The
+SDK itself stays in :mod:`core.providers.gemini`. Without a key none of it runs and the report
+says so; nothing is ever faked.
 
 The judge's prompt is versioned (:data:`JUDGE_VERSION`): change the rubric, bump the version, and
 reports say which rubric graded them.
