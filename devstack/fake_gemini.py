@@ -209,8 +209,7 @@ class FakeGemini:
         self.calls.append(GeminiCall("agent", model, prompt))
         part: dict[str, Any]
         if not responses and search is not None:
-            argument = "query"
-            part = {"functionCall": {"name": search, "args": {argument: question}}}
+            part = {"functionCall": {"name": search, "args": {"query": question}}}
         elif len(responses) == 1 and opener is not None:
             found = re.search(r'"id\\?"\s*:\s*\\?"((?:page:)?\d+)', json.dumps(responses[0]))
             page = found.group(1) if found else "page:0"

@@ -45,7 +45,7 @@ def _wayfinder_hits(result: Any) -> list[str]:
 
 
 def _atlassian_hits(result: Any) -> list[str]:
-    return [f"page:{item['id']}" for item in json.loads(_text(result) or "[]") if item.get("id")]
+    return [f"page:{item['id']}" for item in json.loads(answer_text(result) or "[]") if item.get("id")]
 
 
 WAYFINDER = Toolset(
@@ -64,7 +64,7 @@ MCP_ATLASSIAN = Toolset(
 )
 
 
-def _text(result: Any) -> str:
+def answer_text(result: Any) -> str:
     """What the agent reads of an answer: its text blocks."""
     return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
 
@@ -87,7 +87,7 @@ async def run_episode(client: ToolClient, toolset: Toolset, question_id: str, qu
         episode.calls += 1
         result = await client.call_tool(tool, args, raise_on_error=False)
         episode.errors += bool(result.is_error)
-        episode.texts.append(_text(result))
+        episode.texts.append(answer_text(result))
         return result
 
     found = await call(*toolset.search(question))

@@ -24,7 +24,7 @@ from core.errors import InvalidArgument
 from core.providers.base import Usage
 from core.providers.gemini import GeminiAnswers, GeminiGrader, GeminiToolAgent
 from core.settings import GeminiSettings
-from evals.agent import Toolset
+from evals.agent import Toolset, answer_text
 
 JUDGE_VERSION = "judge-v1"
 JUDGE_SAMPLE = Path(__file__).parent / "judge_sample.jsonl"
@@ -190,10 +190,6 @@ class GeminiEpisode:
     answer: str = ""
 
 
-def _text(result: Any) -> str:
-    return "\n".join(getattr(block, "text", "") for block in result.content)
-
-
 async def agent_episode(agent: GeminiToolAgent, client: Any, toolset: Toolset, question_id: str, question: str, gold: Sequence[str], tools: Sequence[Any]) -> GeminiEpisode:
     """A Gemini model answering ``question`` with the toolset's MCP tools (``client``); solved
     when it opened a gold page with the toolset's open tool (the call's number then)."""
@@ -203,7 +199,7 @@ async def agent_episode(agent: GeminiToolAgent, client: Any, toolset: Toolset, q
     async def call_tool(name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
         result = await client.call_tool(name, arguments, raise_on_error=False)
         refused.append(bool(result.is_error))
-        return _text(result), refused[-1]
+        return answer_text(result), refused[-1]
 
     run = await agent.run(question, tools, call_tool, AGENT_TURNS)
     opened = [(n, toolset.page_of(arguments)) for n, (name, arguments) in enumerate(run.calls, start=1) if name == open_tool and not refused[n - 1]]

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -50,15 +50,6 @@ def all_hops_at(ranked: Sequence[str], gold: Collection[str], k: int = ALL_HOPS_
 def exact(answer: Sequence[str], gold: Sequence[str]) -> float:
     """1 when a navigation answer is exactly the gold ids, in their order."""
     return float(list(answer) == list(gold))
-
-
-def score(ranked: Sequence[str], gold: Collection[str], ks: Iterable[int]) -> dict[str, float]:
-    """Every ranking metric of one question: recall@k for each k, MRR, nDCG@10, all-hops@5."""
-    result = {f"recall@{k}": recall_at(ranked, gold, k) for k in ks}
-    result["mrr"] = reciprocal_rank(ranked, gold)
-    result[f"ndcg@{NDCG_AT}"] = ndcg_at(ranked, gold)
-    result[f"all_hops@{ALL_HOPS_AT}"] = all_hops_at(ranked, gold)
-    return result
 
 
 def mean(rows: Sequence[Mapping[str, float]]) -> dict[str, float]:

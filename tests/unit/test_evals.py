@@ -16,7 +16,7 @@ from core.errors import InvalidArgument
 from evals import evaluators
 from evals.datasets import Navigation, Question, load_dataset
 from evals.gemini import NO_KEY
-from evals.metrics import bootstrap_ci, mean, score
+from evals.metrics import all_hops_at, bootstrap_ci, mean, ndcg_at, recall_at, reciprocal_rank
 from evals.reporting import Run, build, dataset_name, plot_names, write
 from evals.runner import EvalFailed, Outcome, Prepared, run_dataset
 
@@ -24,15 +24,15 @@ CORPORA = Path(__file__).resolve().parents[3] / "shared" / "corpora"
 
 
 def test_metrics_of_one_ranking() -> None:
-    got = score(["page:x", "page:a", "page:y", "page:b", "page:z", "page:c"], ["page:a", "page:b", "page:c"], [1, 5])
-    assert got["recall@1"] == 0.0
-    assert got["recall@5"] == pytest.approx(2 / 3)
-    assert got["mrr"] == 0.5
+    ranked, gold = ["page:x", "page:a", "page:y", "page:b", "page:z", "page:c"], ["page:a", "page:b", "page:c"]
+    assert recall_at(ranked, gold, 1) == 0.0
+    assert recall_at(ranked, gold, 5) == pytest.approx(2 / 3)
+    assert reciprocal_rank(ranked, gold) == 0.5
     ideal = 1 + 1 / math.log2(3) + 1 / math.log2(4)
-    assert got["ndcg@10"] == pytest.approx((1 / math.log2(3) + 1 / math.log2(5) + 1 / math.log2(7)) / ideal)
-    assert got["all_hops@5"] == 0.0
-    assert score(["page:b", "page:a"], ["page:a", "page:b"], [5])["all_hops@5"] == 1.0
-    assert score([], ["page:a"], [5]) == {"recall@5": 0.0, "mrr": 0.0, "ndcg@10": 0.0, "all_hops@5": 0.0}
+    assert ndcg_at(ranked, gold) == pytest.approx((1 / math.log2(3) + 1 / math.log2(5) + 1 / math.log2(7)) / ideal)
+    assert all_hops_at(ranked, gold) == 0.0
+    assert all_hops_at(["page:b", "page:a"], ["page:a", "page:b"]) == 1.0
+    assert [f([], ["page:a"]) for f in (lambda r, g: recall_at(r, g, 5), reciprocal_rank, ndcg_at, all_hops_at)] == [0.0, 0.0, 0.0, 0.0]
     assert mean([{"mrr": 1.0}, {"mrr": 0.0}, {"mrr": 0.5}]) == {"mrr": 0.5}
 
 
