@@ -3,7 +3,8 @@ unauthorized candidates out (the caller authorizes every document before using a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence, Set
+import dataclasses
+from collections.abc import Callable, Collection, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -33,6 +34,11 @@ class GraphHit:
 
     ``doc_ids`` holds every document supporting it and ``chunk_ids`` every supporting chunk; all
     documents must be authorized before the hit, its text or its chunks are used.
+
+    ``rebuilders`` are the documents any one of which, on its own, yields what ranked the hit: an
+    entity the query names (its name), or one whose vector embeds only what that document's own
+    extraction of it holds. A caller who may see one of them but not every supporting document
+    may still rank with it, rebuilt from the documents they may see (:meth:`rebuilt_from`).
     """
 
     kind: Literal["entity", "relation"]
@@ -43,6 +49,28 @@ class GraphHit:
     chunk_ids: tuple[str, ...] = ()
     score: float = 0.0
     ends: tuple[str, str] | None = None  # a relation's entities, as walked (from, to)
+    chunk_docs: tuple[str, ...] = ()  # the document of each of ``chunk_ids``
+    rebuilders: frozenset[str] = frozenset()
+    partial: bool = False  # rebuilt from some of its documents: it ranks, it is never shown
+
+    def rebuilt_from(self, documents: Collection[str]) -> GraphHit | None:
+        """The hit as it stands on ``documents`` alone (DESIGN.md A4: rebuilt from the fragments
+        of visible documents only), when one of them is among its ``rebuilders``: those documents
+        and their chunks, no description (the merged one holds the others' text), ``partial``.
+        Otherwise None: what ranked it needs a document outside ``documents``."""
+        seen = frozenset(doc for doc in self.doc_ids if doc in documents)
+        if not seen & self.rebuilders:
+            return None
+        kept = [(chunk, doc) for chunk, doc in zip(self.chunk_ids, self.chunk_docs, strict=True) if doc in seen]
+        return dataclasses.replace(
+            self,
+            description="",
+            doc_ids=seen,
+            chunk_ids=tuple(chunk for chunk, _ in kept),
+            chunk_docs=tuple(doc for _, doc in kept),
+            rebuilders=self.rebuilders & seen,
+            partial=True,
+        )
 
 
 @dataclass(frozen=True)
@@ -81,7 +109,8 @@ class SemanticIndex(Protocol):
         """Up to ``top_k`` chunks, entities and relations each by similarity to ``text``, first the
         entities ``text`` names exactly, and up to ``top_k`` chunks by BM25. With ``within``, only
         chunks of those documents, and entities and relations all of whose documents are among
-        them (a pre-filter: the caller still authorizes everything)."""
+        them or else rebuilt from those among them (:meth:`GraphHit.rebuilt_from`; a pre-filter:
+        the caller still authorizes everything)."""
         ...
 
     async def entities_of(self, doc_ids: Sequence[str]) -> list[GraphHit]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence, Set
+from typing import Literal
 
 from core.errors import InvalidArgument
 from retrievers.lexical import LexicalEntry, LexicalIndex
@@ -61,7 +62,8 @@ class FakeSemanticIndex:
 
     async def query(self, text: str, top_k: int, within: Set[str] | None = None) -> RawResults:
         """As the real index: with ``within``, chunks of those documents only, and the entities and
-        relations all of whose documents are among them."""
+        relations all of whose documents are among them, or rebuilt from those among them (every
+        hit here is one the query names, so any of its documents rebuilds it)."""
         self.calls.append(("query", text))
         if top_k < 1:
             raise InvalidArgument("top_k must be at least 1")
@@ -87,17 +89,12 @@ class FakeSemanticIndex:
             for source, target in zip(names, names[1:], strict=False):
                 if source != target and (source.casefold() in wanted or target.casefold() in wanted):
                     edges.setdefault(f"{source} -> {target}", set()).add(doc_id)
+        entities = [_hit("entity", name, f"{name} (fake)", ids, rank, 1.0) for rank, (name, ids) in enumerate(sorted(support.items())[:top_k], start=1)]
+        relations = [_hit("relation", name, f"{name} (fake)", ids, rank, 1.0) for rank, (name, ids) in enumerate(sorted(edges.items())[:top_k], start=1)]
         if within is not None:
-            support = {name: ids for name, ids in support.items() if ids <= within}
-            edges = {name: ids for name, ids in edges.items() if ids <= within}
-        entities = [
-            GraphHit("entity", name, f"{name} (fake)", frozenset(ids), rank, _chunk_ids(ids), 1.0)
-            for rank, (name, ids) in enumerate(sorted(support.items())[:top_k], start=1)
-        ]
-        relations = [
-            GraphHit("relation", name, f"{name} (fake)", frozenset(ids), rank, _chunk_ids(ids), 1.0)
-            for rank, (name, ids) in enumerate(sorted(edges.items())[:top_k], start=1)
-        ]
+            entities, relations = (
+                [h for hit in hits if (h := hit if hit.doc_ids <= within else hit.rebuilt_from(within))] for hits in (entities, relations)
+            )
         lexical = LexicalIndex({_chunk_id(d): LexicalEntry(d, body) for d, body in self.docs.items()})
         found = [
             ChunkHit(cid, doc_id, self.docs[doc_id], rank, score)
@@ -171,3 +168,9 @@ def _chunk_id(doc_id: str) -> str:
 
 def _chunk_ids(doc_ids: set[str]) -> tuple[str, ...]:
     return tuple(_chunk_id(d) for d in sorted(doc_ids))
+
+
+def _hit(kind: Literal["entity", "relation"], name: str, description: str, doc_ids: set[str], rank: int, score: float) -> GraphHit:
+    """A hit the query names, on one chunk per document: any of them rebuilds it."""
+    docs = frozenset(doc_ids)
+    return GraphHit(kind, name, description, docs, rank, _chunk_ids(doc_ids), score, chunk_docs=tuple(sorted(docs)), rebuilders=docs)

@@ -54,12 +54,13 @@ import asyncio
 import contextlib
 import contextvars
 import dataclasses
+import hashlib
 import json
 import logging
 import os
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence, Set
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -83,6 +84,8 @@ EMBEDDER_MARKER = "wayfinder-embedder.json"
 LEXICAL_FILE = "wayfinder-lexical.json"
 #: beside the storages: which extractor extracted each document
 EXTRACTION_FILE = "wayfinder-extraction.json"
+#: beside the storages: for each entity and relation on several documents, those that rebuild its vector
+HEADS_FILE = "wayfinder-heads.json"
 #: what extracted the documents of indexes written before that file existed
 LEGACY_EXTRACTOR = "local-1"
 #: what built the indexes written before the marker existed (only the offline embedder did)
@@ -162,6 +165,7 @@ with _contained_import():
     from lightrag.kg.json_kv_impl import JsonKVStorage
     from lightrag.kg.nano_vector_db_impl import NanoVectorDBStorage
     from lightrag.kg.networkx_impl import NetworkXStorage
+    import lightrag.lightrag as _lightrag_main
     import lightrag.operate as _lightrag_operate
     import lightrag.pipeline as _lightrag_pipeline
     from lightrag import LightRAG, QueryParam
@@ -184,6 +188,7 @@ _parsed_extractions: contextvars.ContextVar[dict[tuple[Any, ...], tuple[dict, di
     "wayfinder_parsed_extractions", default=None
 )
 _parse_cached_extraction = _lightrag_operate._rebuild_from_extraction_result
+_parse_extraction = _parse_cached_extraction  # for what rebuilds each vector (its own memo, per refresh)
 
 
 async def _parse_cached_extraction_once(
@@ -201,6 +206,27 @@ async def _parse_cached_extraction_once(
 
 
 _lightrag_operate._rebuild_from_extraction_result = _parse_cached_extraction_once
+
+#: a chunk's own extraction: (kind, entity name or sorted pair) → (description fragments, keywords)
+ChunkExtraction = dict[tuple[str, Any], tuple[frozenset[str], frozenset[str]]]
+# The extractions of the chunks inserted while an upsert runs, by chunk (None: not recorded).
+_extracted_now: contextvars.ContextVar[dict[str, ChunkExtraction] | None] = contextvars.ContextVar("wayfinder_extracted_now", default=None)
+_extract_entities = _lightrag_main.extract_entities
+
+
+async def _extract_entities_noted(*args: Any, **kwargs: Any) -> Any:
+    """LightRAG's extraction of a document's chunks, each chunk's result also noted while an upsert
+    asks for it (:meth:`LightRAGIndex._refresh_heads` needs them, and need not parse them again)."""
+    results = await _extract_entities(*args, **kwargs)
+    noted = _extracted_now.get()
+    if noted is not None:
+        for nodes, edges in results:
+            for chunk, extraction in _chunk_extractions(nodes, edges).items():
+                noted.setdefault(chunk, {}).update(extraction)
+    return results
+
+
+_lightrag_main.extract_entities = _extract_entities_noted
 
 for _handler in list(_lightrag_logger.handlers):
     _lightrag_logger.removeHandler(_handler)
@@ -262,6 +288,9 @@ class LightRAGIndex:
         self._lexical = LexicalIndex()
         self._extracted_by: dict[str, str] = {}  # document → the extractor that extracted it
         self._row_docs: dict[str, _RowDocuments] = {}  # vector store namespace → its rows' documents
+        # vector row id → (digest of what its vector embeds, the documents that rebuild it): HEADS_FILE
+        self._heads: dict[str, tuple[str, frozenset[str]]] = {}
+        self._touched: tuple[set[str], set[tuple[str, str]]] = (set(), set())  # items whose heads are due
 
     # -- lifetime -------------------------------------------------------------------------------
 
@@ -374,6 +403,20 @@ class LightRAGIndex:
             lexical = LexicalIndex(await self._lexical_entries(sorted(held)))
             lexical.save(self._lexical_path)
         self._lexical = lexical
+        try:
+            raw = json.loads(self._heads_path.read_text())["heads"]
+            self._heads = {row: (digest, frozenset(docs)) for row, (digest, *docs) in raw.items()}
+        except (OSError, ValueError, KeyError, TypeError):
+            # An index from before the file: found from the extraction cache, which only an index
+            # open for changes holds (until then, an item ranks only for callers who see all of it).
+            self._heads = {}
+            if held and not self._queries_only:
+                graph = self._rag.chunk_entity_relation_graph
+                names = await graph.get_all_labels()
+                pairs = [(edge["source"], edge["target"]) for edge in await graph.get_all_edges()]
+                logging.getLogger("wayfinder.index").info("finding what rebuilds %d entities and %d relations", len(names), len(pairs))
+                await self._refresh_heads(names, pairs)
+                self._save_heads()
 
     @property
     def _lexical_path(self) -> Path:
@@ -383,10 +426,18 @@ class LightRAGIndex:
     def _extraction_path(self) -> Path:
         return self._marker.parent / EXTRACTION_FILE
 
+    @property
+    def _heads_path(self) -> Path:
+        return self._marker.parent / HEADS_FILE
+
     def _save_sidecars(self) -> None:
         """What Wayfinder keeps beside LightRAG's storages, written with them."""
         self._lexical.save(self._lexical_path)
         write_atomically(self._extraction_path, json.dumps({"extracted_by": self._extracted_by}, sort_keys=True))
+
+    def _save_heads(self) -> None:
+        heads = {row: [digest, *sorted(docs)] for row, (digest, docs) in sorted(self._heads.items())}
+        write_atomically(self._heads_path, json.dumps({"heads": heads}))
 
     async def _lexical_entries(self, doc_ids: Sequence[str], titles: dict[str, str] | None = None) -> dict[str, LexicalEntry]:
         """The chunks of these (processed) documents, each preceded by its page's title: from
@@ -472,6 +523,8 @@ class LightRAGIndex:
             self._loop = None
             self._lexical = LexicalIndex()
             self._row_docs.clear()
+            self._heads = {}
+            self._touched = (set(), set())
 
     def _require_writable(self) -> Any:
         if self._queries_only:
@@ -502,6 +555,21 @@ class LightRAGIndex:
         slices = [docs[start : start + size] for start in range(0, len(docs), size)]
         batches = [[doc for doc in part if not await self._unchanged(doc)] for part in slices]
         removals = list(remove)
+        noted = _extracted_now.set({})
+        try:
+            await self._upsert(rag, docs, slices, batches, removals, on_progress)
+        finally:
+            _extracted_now.reset(noted)
+
+    async def _upsert(
+        self,
+        rag: Any,
+        docs: Sequence[IndexDocument],
+        slices: list[Sequence[IndexDocument]],
+        batches: list[list[IndexDocument]],
+        removals: list[str],
+        on_progress: Callable[[int], None] | None,
+    ) -> None:
         done = 0
         async with self._flushes_deferred() as checkpoint:
             await self._prefetch(batches[:1])
@@ -518,6 +586,7 @@ class LightRAGIndex:
                         raise IndexError_(f"LightRAG insert failed: {exc}") from exc
                     titles = {doc.doc_id: _title(doc.text) for doc in batch}
                     self._lexical.replace([], await self._lexical_entries(ids, titles))
+                    await self._touch(ids)
                     self._extracted_by.update((doc_id, self._extractor.name) for doc_id in ids)
                     await self._raise_on_failures(ids)
                     await checkpoint()
@@ -584,6 +653,7 @@ class LightRAGIndex:
             for doc_id in doc_ids:
                 if not await rag.doc_status.get_by_id(doc_id):
                     continue  # LightRAG would log a warning for an unknown id
+                await self._touch([doc_id])  # what it shared is rebuilt from the rest
                 try:
                     result = await rag.adelete_by_doc_id(doc_id, delete_llm_cache=False)
                 except Exception as exc:
@@ -592,6 +662,88 @@ class LightRAGIndex:
                     raise IndexError_(f"LightRAG delete of {doc_id} failed: {result.status} {result.message}")
         finally:
             _parsed_extractions.reset(parsed_once)
+
+    async def _touch(self, doc_ids: Sequence[str]) -> None:
+        """Note the entities and relations of these documents (LightRAG's recovery lists of them):
+        the documents that rebuild them are found again at the next write."""
+        rag = self._rag
+        entities, relations = self._touched
+        for row in await rag.full_entities.get_by_ids(list(doc_ids)):
+            entities.update((row or {}).get("entity_names") or [])
+        for row in await rag.full_relations.get_by_ids(list(doc_ids)):
+            relations.update(tuple(sorted(pair)) for pair in (row or {}).get("relation_pairs") or [] if len(pair) == 2)
+
+    async def _refresh_heads(self, entities: Collection[str], relations: Collection[tuple[str, str]]) -> None:
+        """Find, for each of these entities and relations that stands on several documents, the
+        documents whose own extraction of it yields all that its vector embeds (:func:`_headed`:
+        the name, the head fragment of the description, a relation's keywords). Any one of them
+        rebuilds that vector from its own text (DESIGN.md A4), so a caller who may see one may rank
+        with the item (:meth:`GraphHit.rebuilt_from`). Read from the extraction cache: nothing is
+        extracted or embedded again. An item whose head no single document yields (a description
+        cut short, a summary) gets none: it ranks only for callers who may see all of it."""
+        rag = self._rag
+        items = [("entity", name, _entity_vdb_id({"entity_name": name}), name) for name in sorted(entities)]
+        pairs = sorted({(min(pair), max(pair)) for pair in relations})  # an edge either way round
+        items += [("relation", pair, make_relation_vdb_ids(*pair)[0], make_relation_chunk_key(*pair)) for pair in pairs]
+        for _, _, row_id, _ in items:
+            self._heads.pop(row_id, None)
+        if not items:
+            return
+        try:
+            with span("index.heads", items=len(items)):
+                vectors = {"entity": rag.entities_vdb, "relation": rag.relationships_vdb}
+                tracking = {"entity": rag.entity_chunks, "relation": rag.relation_chunks}
+                found: list[tuple[str, Any, str, dict[str, Any], list[str]]] = []
+                for kind in ("entity", "relation"):
+                    mine = [item for item in items if item[0] == kind]
+                    rows = await _vector_rows(vectors[kind], [row_id for _, _, row_id, _ in mine]) if mine else []
+                    chunks = await self._tracked_chunks(tracking[kind], [key for _, _, _, key in mine])
+                    found += [(kind, item, row_id, row, cids) for (_, item, row_id, _), row, cids in zip(mine, rows, chunks, strict=True) if row]
+                doc_of = self._doc_of_chunks(sorted({c for *_, cids in found for c in cids}))
+                several = [f for f in found if len({doc_of.get(c) for c in f[4]}) > 1]
+                extracted = await self._extractions_of(sorted({c for *_, cids in several for c in cids}))
+                for kind, item, row_id, row, cids in several:
+                    lines = 1 if kind == "entity" else 2
+                    content = str(row.get("content") or "")
+                    head = _head(content.split("\n", lines)[lines]) if content.count("\n") >= lines else ""
+                    keywords = _keywords(content.split("\t", 1)[0]) if kind == "relation" else frozenset()
+                    own = {c: extracted[c].get((kind, item)) for c in cids if c in extracted}
+                    fragments = {f for fragment_set, _ in filter(None, own.values()) for f in fragment_set}
+                    if not head or head != min(fragments, default=None):
+                        continue  # what the vector holds is no one document's fragment
+                    rebuilders = frozenset(
+                        doc_of[c] for c, mine in own.items() if mine and head in mine[0] and mine[1] == keywords and c in doc_of
+                    )
+                    if rebuilders:
+                        self._heads[row_id] = (_digest(_headed(content, lines)), rebuilders)
+        except Exception:
+            logging.getLogger("wayfinder.index").warning("could not find what rebuilds %d items; they rank for callers who see all of them", len(items), exc_info=True)
+
+    async def _extractions_of(self, chunk_ids: Sequence[str]) -> dict[str, ChunkExtraction]:
+        """Each chunk's own extraction: as noted while this upsert extracted it, else parsed from
+        the extraction cache."""
+        noted = _extracted_now.get() or {}
+        extracted = {chunk: noted[chunk] for chunk in chunk_ids if chunk in noted}
+        rest = [chunk for chunk in chunk_ids if chunk not in noted]
+        rag = self._rag
+        rows = await _rows(rag.text_chunks, rest) if rest else []
+        cache_ids = sorted({key for row in rows if row for key in row.get("llm_cache_list") or []})
+        entries = dict(zip(cache_ids, await rag.llm_response_cache.get_by_ids(cache_ids) if cache_ids else [], strict=True))
+        parsed: dict[str, ChunkExtraction] = {}  # identical chunks share a cache entry
+        for chunk, row in zip(rest, rows, strict=True):
+            mine: ChunkExtraction = {}
+            for key in (row or {}).get("llm_cache_list") or []:
+                entry = entries.get(key)
+                if not entry or entry.get("cache_type") != "extract":
+                    continue
+                if entry["return"] not in parsed:
+                    nodes, edges = await _parse_extraction(rag.text_chunks, entry["return"], chunk, 0, {})
+                    parsed[entry["return"]] = _chunk_extractions(nodes, edges).get(chunk, {})
+                for item, (fragments, keywords) in parsed[entry["return"]].items():
+                    known = mine.get(item, (frozenset(), frozenset()))
+                    mine[item] = (known[0] | fragments, known[1] | keywords)
+            extracted[chunk] = mine
+        return extracted
 
     @contextlib.asynccontextmanager
     async def _flushes_deferred(self) -> AsyncIterator[Callable[[], Awaitable[None]]]:
@@ -625,6 +777,14 @@ class LightRAGIndex:
                         raise error
                 if failed:
                     raise IndexError_(f"LightRAG could not write its storages: {failed[0]}") from failed[0]
+                if group is data and any(self._touched):
+                    # From the rows just written. Each entry names what its row embeds, so one
+                    # older or newer than the rows (a write cut short) is never trusted.
+                    entities, relations = self._touched
+                    self._touched = (set(), set())
+                    await self._refresh_heads(entities, relations)
+                    (_extracted_now.get() or {}).clear()  # all of it was for items just refreshed
+                    await asyncio.to_thread(self._save_heads)
             last.update(written=time.monotonic(), took=time.monotonic() - started)
 
         async def checkpoint() -> None:
@@ -720,10 +880,21 @@ class LightRAGIndex:
             ChunkHit(cid, doc_id, self._lexical.chunk_text(cid), rank, score)
             for rank, (cid, doc_id, score) in enumerate(lexical_rows, start=1)
         ]
-        graph_hits = (_graph_hits("entity", entities, entity_sources, doc_of), _graph_hits("relation", relations, relation_sources, doc_of))
+        # What rebuilds a hit: any of its documents for an entity the query names (its name is all
+        # that ranked it), else those whose own extraction yields what its vector embeds.
+        entity_rebuilders = await self._rebuilders(rag.entities_vdb, [_entity_vdb_id({"entity_name": name}) for name in names])
+        relation_rebuilders = await self._rebuilders(rag.relationships_vdb, [make_relation_vdb_ids(a, b)[0] for a, b in pairs])
+        everything = frozenset({UNTRACEABLE})  # stands for all of a hit's documents
+        graph_hits = (
+            _graph_hits(
+                "entity", entities, entity_sources, doc_of,
+                [everything if name in named else entity_rebuilders.get(_entity_vdb_id({"entity_name": name}), frozenset()) for name in names],
+            ),
+            _graph_hits("relation", relations, relation_sources, doc_of, [relation_rebuilders.get(make_relation_vdb_ids(a, b)[0], frozenset()) for a, b in pairs]),
+        )
         if within is not None:
             chunk_hits = [hit for hit in chunk_hits if hit.doc_id in within]
-            graph_hits = tuple([hit for hit in hits if hit.doc_ids <= within] for hits in graph_hits)
+            graph_hits = tuple([h for hit in hits if (h := hit if hit.doc_ids <= within else hit.rebuilt_from(within))] for hits in graph_hits)
         return RawResults(chunks=chunk_hits, entities=graph_hits[0], relations=graph_hits[1], lexical=lexical)
 
     async def entities_of(self, doc_ids: Sequence[str]) -> list[GraphHit]:
@@ -804,9 +975,7 @@ class LightRAGIndex:
         and threshold as its own query, over a masked matrix."""
         client = await storage.client_storage
         data, matrix = client["data"], client["matrix"]
-        rows = self._row_docs.get(storage.namespace)
-        if rows is None or rows.data is not data or rows.count != len(data):  # a reload swaps the list
-            rows = self._row_docs[storage.namespace] = _RowDocuments.of(data, self._lexical.doc_of)
+        rows = await self._row_documents(storage)
         admitted = np.flatnonzero(rows.admitted(within))
         if not len(admitted):
             return []
@@ -822,16 +991,44 @@ class LightRAGIndex:
             if score >= storage.cosine_better_than_threshold
         ]
 
+    async def _row_documents(self, storage: Any) -> _RowDocuments:
+        """The documents behind the rows of a file vector store, and what rebuilds each (cached)."""
+        data = (await storage.client_storage)["data"]
+        rows = self._row_docs.get(storage.namespace)
+        if rows is None or rows.data is not data or rows.count != len(data):  # a reload swaps the list
+            lines = 1 if storage.namespace.endswith("entities") else 2 if storage.namespace.endswith("relationships") else 0
+            rows = self._row_docs[storage.namespace] = _RowDocuments.of(data, self._lexical.doc_of, self._heads if lines else {}, lines)
+        return rows
+
+    async def _rebuilders(self, storage: Any, row_ids: Sequence[str]) -> Mapping[str, frozenset[str]]:
+        """Row id → the documents that rebuild its vector (:meth:`_refresh_heads`), for those of
+        ``row_ids`` whose vector still embeds what they were found for."""
+        if isinstance(storage, NanoVectorDBStorage):
+            return (await self._row_documents(storage)).rebuilders
+        wanted = [row_id for row_id in dict.fromkeys(row_ids) if row_id in self._heads]
+        rows = await storage.get_by_ids(wanted) if wanted else []
+        lines = 1 if storage.namespace.endswith("entities") else 2
+        return {
+            row_id: self._heads[row_id][1]
+            for row_id, row in zip(wanted, rows, strict=True)
+            if row and self._heads[row_id][0] == _digest(_headed(str(row.get("content") or ""), lines))
+        }
+
     async def _nearest_within_engine(self, storage: Any, top_k: int, vector: Any, within: Set[str]) -> list[dict[str, Any]]:
         """The PostgreSQL storage's search on the rows of the documents ``within`` only: LightRAG's
         own query with the filter in its WHERE clause, and the HNSW scan told to go on past its
         first candidates until enough rows pass (otherwise it stops at ``hnsw.ef_search`` rows and
         a narrow filter leaves almost none)."""
         if storage.namespace.endswith("chunks"):
-            columns, condition, allowed = "id, content, full_doc_id", "full_doc_id = ANY($3::varchar[])", sorted(within)
+            columns, condition, allowed, rebuilt = "id, content, full_doc_id", "full_doc_id = ANY($3::varchar[])", sorted(within), ()
         else:
-            names = "entity_name" if storage.namespace.endswith("entities") else "source_id AS src_id, target_id AS tgt_id"
-            columns, condition, allowed = names, "chunk_ids <@ $3::varchar[] AND cardinality(chunk_ids) > 0", self._lexical.chunks_of(within)
+            entities = storage.namespace.endswith("entities")
+            columns = "entity_name" if entities else "source_id AS src_id, target_id AS tgt_id"
+            # or rebuilt from one of them (checked against what the row embeds once it is found)
+            condition = "((chunk_ids <@ $3::varchar[] AND cardinality(chunk_ids) > 0) OR id = ANY($6::varchar[]))"
+            allowed = self._lexical.chunks_of(within)
+            prefix = "ent-" if entities else "rel-"
+            rebuilt = (sorted(row_id for row_id, (_, docs) in self._heads.items() if row_id.startswith(prefix) and not docs.isdisjoint(within)),)
         if not allowed:
             return []
         sql = (
@@ -839,7 +1036,7 @@ class LightRAGIndex:
             f"WHERE workspace = $1 AND {condition} AND content_vector <=> $2::vector < $4 "
             f"ORDER BY content_vector <=> $2::vector LIMIT $5"
         )
-        params = (storage.workspace, np.asarray(vector, dtype=np.float32), allowed, 1 - storage.cosine_better_than_threshold, top_k)
+        params = (storage.workspace, np.asarray(vector, dtype=np.float32), allowed, 1 - storage.cosine_better_than_threshold, top_k, *rebuilt)
 
         async def search(connection: Any) -> list[Any]:
             async with connection.transaction():
@@ -943,6 +1140,14 @@ async def _rows(storage: Any, ids: list[str]) -> list[dict[str, Any] | None]:
     return list(await storage.get_by_ids(ids))
 
 
+async def _vector_rows(storage: Any, ids: list[str]) -> list[dict[str, Any] | None]:
+    """Rows of a vector store by id (the file store's own lookup scans every row for each id)."""
+    if not isinstance(storage, NanoVectorDBStorage):
+        return list(await storage.get_by_ids(ids))
+    by_id = {row["__id__"]: row for row in (await storage.client_storage)["data"]}
+    return [by_id.get(row_id) for row_id in ids]
+
+
 async def _nodes(storage: Any, names: list[str]) -> dict[str, dict[str, Any]]:
     if isinstance(storage, NetworkXStorage):
         graph = await storage._get_graph()  # the reload check, once
@@ -977,13 +1182,47 @@ def _headed(text: str, lines: int) -> str:
     parts = text.split("\n", lines)
     if len(parts) <= lines:
         return text
-    # A description merges in processing order, which concurrent inserts leave open: the head is
-    # the fragment that sorts first, so the same fragments give the same vector.
-    fragments = (" ".join(fragment.split()) for fragment in _FRAGMENT_SEP.split(parts[lines]))
-    head = min((fragment for fragment in fragments if fragment), default="")
+    head = _head(parts[lines])
     if len(head) > DESCRIPTION_HEAD:
         head = head[:DESCRIPTION_HEAD].rsplit(" ", 1)[0]
     return "\n".join([*parts[:lines], head])
+
+
+def _chunk_extractions(nodes: dict[str, list[dict[str, Any]]], edges: dict[tuple[str, str], list[dict[str, Any]]]) -> dict[str, ChunkExtraction]:
+    """LightRAG's parsed extraction records, as each chunk's (``source_id``) own extraction."""
+    by_chunk: dict[str, dict[tuple[str, Any], tuple[list[str], set[str]]]] = {}
+    for kind, found in (("entity", nodes), ("relation", edges)):
+        for key, records in found.items():
+            item = ("entity", key) if kind == "entity" else ("relation", tuple(sorted(key)))
+            for record in records:
+                fragments, keywords = by_chunk.setdefault(str(record.get("source_id") or ""), {}).setdefault(item, ([], set()))
+                fragments.append(str(record.get("description") or ""))
+                keywords |= _keywords(str(record.get("keywords") or "")) if kind == "relation" else set()
+    return {chunk: {item: (_fragments(f), frozenset(k)) for item, (f, k) in items.items()} for chunk, items in by_chunk.items()}
+
+
+def _fragments(descriptions: Iterable[str]) -> frozenset[str]:
+    """The fragments of descriptions as a merged description holds them, spaces normalised."""
+    return frozenset(
+        fragment
+        for description in descriptions
+        for fragment in (" ".join(part.split()) for part in _FRAGMENT_SEP.split(sanitize_text_for_encoding(description or "")))
+        if fragment
+    )
+
+
+def _head(description: str) -> str:
+    """The fragment of a merged description that sorts first. It merges in processing order,
+    which concurrent inserts leave open: by sorting, the same fragments give the same vector."""
+    return min(_fragments([description]), default="")
+
+
+def _keywords(text: str) -> frozenset[str]:
+    return frozenset(word.strip() for word in text.split(",") if word.strip())
+
+
+def _digest(text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
 async def _node_edges(storage: Any, names: list[str]) -> dict[str, list[tuple[str, str]]]:
@@ -997,19 +1236,29 @@ async def _node_edges(storage: Any, names: list[str]) -> dict[str, list[tuple[st
 class _RowDocuments:
     """The documents behind each row of a file vector store, for masking it: a chunk's own, or
     those of the chunks an entity or relation was merged from (``source_id``). A row whose chunk
-    leads to no document is never admitted."""
+    leads to no document is never admitted. Also the documents that rebuild a row's vector
+    (:meth:`LightRAGIndex._refresh_heads`), where what the row embeds is still what they were
+    found for."""
 
     data: Sequence[dict[str, Any]]  # the rows it was built from (compared by identity)
     count: int
     codes: np.ndarray  # the rows' documents, row after row, as numbers (-1: none)
     starts: np.ndarray  # where each row's documents begin in ``codes``
+    head_codes: np.ndarray  # the same for the documents that rebuild each row (-1: none)
+    head_starts: np.ndarray
     numbers: dict[str, int]
+    rebuilders: dict[str, frozenset[str]]  # row id → the documents that rebuild it
 
     @classmethod
-    def of(cls, data: Sequence[dict[str, Any]], doc_of_chunk: Callable[[str], str | None]) -> _RowDocuments:
+    def of(
+        cls, data: Sequence[dict[str, Any]], doc_of_chunk: Callable[[str], str | None], heads: Mapping[str, tuple[str, frozenset[str]]], lines: int
+    ) -> _RowDocuments:
         numbers: dict[str, int] = {}
         codes: list[int] = []
         starts: list[int] = []
+        head_codes: list[int] = []
+        head_starts: list[int] = []
+        rebuilders: dict[str, frozenset[str]] = {}
         for row in data:
             if "full_doc_id" in row:
                 docs = [row["full_doc_id"]]
@@ -1017,15 +1266,32 @@ class _RowDocuments:
                 docs = [doc_of_chunk(chunk) for chunk in str(row.get("source_id") or "").split(GRAPH_FIELD_SEP) if chunk]
             starts.append(len(codes))
             codes += [numbers.setdefault(doc, len(numbers)) if doc else -1 for doc in docs] or [-1]
-        return cls(data, len(data), np.asarray(codes, dtype=np.int64), np.asarray(starts, dtype=np.int64), numbers)
+            row_id = row.get("__id__", "")
+            head = heads.get(row_id)
+            if head is not None and head[0] == _digest(_headed(str(row.get("content") or ""), lines)):
+                rebuilders[row_id] = head[1] & set(docs)
+            head_starts.append(len(head_codes))
+            head_codes += [numbers.setdefault(doc, len(numbers)) for doc in sorted(rebuilders.get(row_id, ()))] or [-1]
+        return cls(
+            data,
+            len(data),
+            np.asarray(codes, dtype=np.int64),
+            np.asarray(starts, dtype=np.int64),
+            np.asarray(head_codes, dtype=np.int64),
+            np.asarray(head_starts, dtype=np.int64),
+            numbers,
+            rebuilders,
+        )
 
     def admitted(self, within: Set[str]) -> np.ndarray:
-        """A mask of the rows all of whose documents are ``within``."""
+        """A mask of the rows all of whose documents are ``within``, or one of the documents that
+        rebuild them."""
         allowed = np.zeros(len(self.numbers) + 1, dtype=bool)  # the last slot stands for "none"
         allowed[[self.numbers[doc] for doc in within if doc in self.numbers]] = True
         if not self.count:
             return np.zeros(0, dtype=bool)
-        return np.logical_and.reduceat(allowed[self.codes], self.starts)
+        whole = np.logical_and.reduceat(allowed[self.codes], self.starts)
+        return whole | np.logical_or.reduceat(allowed[self.head_codes], self.head_starts)
 
 
 def _title(text: str) -> str:
@@ -1047,17 +1313,22 @@ def _graph_hits(
     found: list[tuple[str, dict[str, Any], float]],
     sources: list[list[str]],
     doc_of: dict[str, str],
+    rebuilders: Sequence[frozenset[str]] | None = None,
 ) -> list[GraphHit]:
-    """Hits for entities/relations whose every supporting chunk resolves to a document, in order.
+    """Hits for entities/relations whose every supporting chunk resolves to a document, in order,
+    each with the documents that rebuild it (``rebuilders``, one set per item; ``UNTRACEABLE``
+    alone stands for all of its documents; none when not given).
 
     One untraceable chunk (e.g. a delete that stopped midway) drops the hit: its merged description
     may hold text whose document can no longer be authorized (DESIGN.md A4).
     """
     hits: list[GraphHit] = []
-    for (name, record, score), chunk_ids in zip(found, sources, strict=True):
+    for (name, record, score), chunk_ids, rebuilt_by in zip(found, sources, rebuilders or [frozenset()] * len(found), strict=True):
         if not chunk_ids or any(cid not in doc_of for cid in chunk_ids):
             continue
-        doc_ids = frozenset(doc_of[cid] for cid in chunk_ids)
+        chunk_docs = tuple(doc_of[cid] for cid in chunk_ids)
+        doc_ids = frozenset(chunk_docs)
         description = (record.get("description") or "").replace(GRAPH_FIELD_SEP, "\n")
-        hits.append(GraphHit(kind, name, description, doc_ids, len(hits) + 1, tuple(chunk_ids), score))
+        rebuilt_by = doc_ids if rebuilt_by == {UNTRACEABLE} else rebuilt_by & doc_ids
+        hits.append(GraphHit(kind, name, description, doc_ids, len(hits) + 1, tuple(chunk_ids), score, chunk_docs=chunk_docs, rebuilders=rebuilt_by))
     return hits

@@ -6,10 +6,13 @@ index searches only the documents the caller may see as far as the last sync kne
 when that is a small share of the corpus. The index answers four independent searches (chunks by
 BM25 over their text and page title, chunks by the query's vector, entities by its low-level keywords,
 relations by its high-level keywords) and expands nothing. Every document those candidates stand
-on is authorized in one batch; an entity or relation is kept only when every document supporting
-it is visible (DESIGN.md A4), and only then are its chunks fetched. So a hidden page never selects
-or orders what a caller gets: a term found only in hidden pages yields what a term found nowhere
-yields (the leak suite checks it with canaries).
+on is authorized in one batch; an entity or relation is kept when every document supporting it is
+visible (DESIGN.md A4), or rebuilt from the visible ones when one of those alone yields what ranked
+it (its name, or the text its vector embeds: :meth:`GraphHit.rebuilt_from`; such an item ranks its
+visible chunks and is never shown), and only then are its chunks fetched. So a hidden page never
+selects or orders what a caller gets: a term found only in hidden pages yields what a term found
+nowhere yields (the leak suite checks it with canaries), and a page copied into a space the caller
+cannot see takes nothing from the entities of the copy they can.
 
 Ranking is weighted reciprocal-rank fusion of whole documents over the channels, plus a second
 hop for multi-hop questions: candidates sharing a specific entity with the best documents found
@@ -181,7 +184,7 @@ class SemanticRetriever:
         candidates = {pid: p for pid, p in candidates.items() if p.space_id in searchable and wanted.admit(p)}
         chunks = [c for c in chunks if c.doc_id in candidates]
         lexical = [c for c in lexical if c.doc_id in candidates]
-        graph = await visible_graph(gate, graph, candidates.keys(), limit)
+        graph = await visible_graph(gate, graph, candidates.keys(), limit, rebuilt=True)
 
         # Only now, through items the caller may see, are further chunks reached.
         known = {c.chunk_id: c for c in [*chunks, *lexical]}
@@ -208,7 +211,7 @@ class SemanticRetriever:
             for (r, chunk), text in zip(ranked, snippets, strict=True)
             if (summary := summaries.get(chunk.doc_id)) is not None
         ]
-        graph_results = [GraphResult(g.kind, g.name, snippet(g.description, limit), sorted(g.doc_ids)) for g in graph]
+        graph_results = [GraphResult(g.kind, g.name, snippet(g.description, limit), sorted(g.doc_ids)) for g in graph if not g.partial]
         graph_limit = MAX_GRAPH_HITS[response_format]
         return SearchResult(
             hits=hits,

@@ -1,6 +1,7 @@
 """How derived text is shown: descriptions and snippets cut to size, link targets the caller
 cannot see removed (DESIGN.md A11), and merged entities and relations only when every document
-supporting them is visible (A4). Search and explore show graph items the same way."""
+supporting them is visible (A4; search also ranks with items rebuilt from the visible ones, and
+never shows them). Search and explore show graph items the same way."""
 
 from __future__ import annotations
 
@@ -17,11 +18,19 @@ SNIPPET_MARGIN = 500  # characters beyond the snippet that link redaction may pu
 MAX_EVIDENCE_DOCS = 20
 
 
-async def visible_graph(gate: Gate, graph: Sequence[GraphHit], documents: Collection[str], limit: int) -> list[GraphHit]:
+async def visible_graph(
+    gate: Gate, graph: Sequence[GraphHit], documents: Collection[str], limit: int, *, rebuilt: bool = False
+) -> list[GraphHit]:
     """The entities and relations the caller may see (A4), descriptions cut to what is shown and
     hidden link targets removed (A11). An item whose very name points at a hidden page is left
-    out, names and all."""
-    shown = [g for g in graph if policy.derived_visible(g.doc_ids, documents)]
+    out, names and all. With ``rebuilt``, also the items rebuilt from the visible ``documents``
+    (:meth:`GraphHit.rebuilt_from`: ``partial``, no description), to rank with, never to show."""
+    shown: list[GraphHit] = []
+    for g in graph:
+        if policy.derived_visible(g.doc_ids, documents):
+            shown.append(g)
+        elif rebuilt and (part := g.rebuilt_from(documents)) is not None:
+            shown.append(part)
     texts = await links.redact(gate, [t for g in shown for t in (g.name, window(g.description, limit))])
     return [
         dataclasses.replace(g, description=description)

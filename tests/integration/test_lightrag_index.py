@@ -152,7 +152,72 @@ async def test_a_copy_is_indexed_and_within_narrows_every_channel(opener: Opener
     assert "HiveServer2" in {hit.name for hit in everything.entities}  # supported by page:1 and page:2 too
     graph = [*narrowed.entities, *narrowed.relations]
     assert graph and all(hit.doc_ids <= within for hit in graph)
-    assert "HiveServer2" not in {hit.name for hit in narrowed.entities}
+    # The query names HiveServer2: page:4 alone rebuilds it, without page:1's and page:2's text.
+    [named] = [hit for hit in narrowed.entities if hit.name == "HiveServer2"]
+    assert named.partial and named.doc_ids == {"page:4"} and named.description == ""
+    assert all(hit.partial == (hit.doc_ids != full.doc_ids) for hit in graph for full in [*everything.entities, *everything.relations] if full.name == hit.name)
+
+
+async def nearest(index: LightRAGIndex, name: str, within: set[str]) -> list[str]:
+    """The entities nearest the entity ``name``'s own vector, of those the documents ``within``
+    support whole or rebuild."""
+    rag = index._rag
+    row_id = compute_mdhash_id(name, prefix="ent-")
+    vector = (await rag.entities_vdb.get_vectors_by_ids([row_id]))[row_id]
+    rows = await index._nearest(rag.entities_vdb, "", 5, vector, lightrag_adapter._entity_vdb_id, frozenset(within))
+    return [row["entity_name"] for row in rows]
+
+
+async def test_what_rebuilds_each_vector_is_found_kept_and_refound(opener: Opener, extractor: LocalExtractor) -> None:
+    """An item on several documents is rebuilt by those whose own extraction of it holds its head
+    fragment (and a relation's keywords): a copy of a page rebuilds what the page does. Found as
+    documents are indexed, used by the pre-filtered vector search, kept beside the index, found
+    again from the cache for an index without that file, and again when documents go."""
+    copy = IndexDocument("page:4", DOCS[0].text)
+    docs = [*DOCS, copy]
+    expected: dict[str, set[str]] = {}  # entity on several pages → the pages holding its head fragment
+    fragments = {doc.doc_id: {name: " ".join(description.split()) for name, _, description in extractor.extract(doc.text).entities} for doc in docs}
+    for name in {name for found in fragments.values() for name in found}:
+        held = {doc: found[name] for doc, found in fragments.items() if name in found}
+        if len(held) > 1:
+            head = min(held.values())
+            expected[name] = {doc for doc, fragment in held.items() if fragment == head}
+    # HiveServer2 is on page:2 too, whose fragment is not its head
+    assert expected["HiveServer2"] == {"page:1", "page:4"} and "HiveServer2" in fragments["page:2"]
+
+    def rebuilders(index: LightRAGIndex) -> dict[str, set[str]]:
+        return {name: set(index._heads[compute_mdhash_id(name, prefix="ent-")][1]) for name in expected if compute_mdhash_id(name, prefix="ent-") in index._heads}
+
+    async with opener("a") as index:
+        await index.upsert(docs)
+        found = rebuilders(index)
+        by_copy, by_other = await nearest(index, "HiveServer2", {"page:4"}), await nearest(index, "HiveServer2", {"page:2"})
+        relation_heads = {row_id for row_id in index._heads if row_id.startswith("rel-")}
+    assert found == expected  # single-page items need no entry: all their documents rebuild them
+    assert by_copy[0] == "HiveServer2" and "HiveServer2" not in by_other
+    heads_file = next(Path(index._working_dir).rglob(lightrag_adapter.HEADS_FILE))
+    kept = json.loads(heads_file.read_text())
+
+    heads_file.unlink()  # an index from before the file: found again from the cache
+    async with opener("a") as index:
+        assert rebuilders(index) == expected
+        assert {row_id for row_id in index._heads if row_id.startswith("rel-")} == relation_heads
+    assert json.loads(heads_file.read_text()) == kept
+    async with opener("a") as index:
+        await index.delete(["page:1", "page:4"])
+        after = rebuilders(index)
+    assert "HiveServer2" not in after  # on page:2 alone now
+
+
+async def test_an_index_open_for_queries_finds_nothing_to_rebuild_without_the_file(tmp_path: Path, embedder: LocalEmbedder, extractor: LocalExtractor) -> None:
+    async with open_index(tmp_path, embedder, extractor) as index:
+        await index.upsert([*DOCS, IndexDocument("page:4", DOCS[0].text)])
+        assert index._heads
+    next(tmp_path.rglob(lightrag_adapter.HEADS_FILE)).unlink()
+    async with LightRAGIndex(LightRAGSettings(workspace="test"), tmp_path, embedder, extractor, queries_only=True) as index:
+        assert index._heads == {}  # no cache to read: every item ranks only for callers who see all of it
+        assert "HiveServer2" not in await nearest(index, "HiveServer2", {"page:4"})
+        assert (await nearest(index, "HiveServer2", {"page:1", "page:2", "page:4"}))[0] == "HiveServer2"  # whole, as before
 
 
 async def test_reopen_persists_and_workspaces_do_not_leak(opener: Opener) -> None:

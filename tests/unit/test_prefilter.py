@@ -8,7 +8,7 @@ from authz.fake import FakeAuthorizer
 from authz.gate import Gate
 from authz.prefilter import MAX_ANCHOR_CHECKS, AclKeys, admissible
 from core.models import Principal
-from retrievers.lightrag_adapter import _RowDocuments
+from retrievers.lightrag_adapter import _digest, _headed, _RowDocuments
 
 KEYS = AclKeys.of(
     {
@@ -47,8 +47,27 @@ def test_a_row_is_admitted_when_all_its_documents_are():
             {"source_id": ""},  # nothing behind it
         ],
         docs.get,
+        {},
+        1,
     )
     assert rows.admitted({"page:1"}).tolist() == [True, False, False, False]
     assert rows.admitted({"page:1", "page:2", "page:3"}).tolist() == [True, True, False, False]
     assert rows.admitted(set()).tolist() == [False, False, False, False]
-    assert _RowDocuments.of([], docs.get).admitted({"page:1"}).tolist() == []
+    assert _RowDocuments.of([], docs.get, {}, 1).admitted({"page:1"}).tolist() == []
+
+
+def test_a_row_is_admitted_with_one_document_that_rebuilds_what_it_embeds():
+    docs = {"c1": "page:1", "c2": "page:2", "c3": "page:3"}
+    content = "Metastore\nthe service that keeps the tables<SEP>a database of tables"
+    data = [
+        {"__id__": "ent-a", "source_id": "c1<SEP>c2", "content": content},
+        {"__id__": "ent-b", "source_id": "c1<SEP>c3", "content": content},  # its entry is for other text
+        {"__id__": "ent-c", "source_id": "c2<SEP>c3", "content": content},  # no entry
+    ]
+    heads = {"ent-a": (_digest(_headed(content, 1)), frozenset({"page:2"})), "ent-b": (_digest("an older head"), frozenset({"page:3"}))}
+    rows = _RowDocuments.of(data, docs.get, heads, 1)
+    assert rows.admitted({"page:2"}).tolist() == [True, False, False]
+    assert rows.admitted({"page:1"}).tolist() == [False, False, False]  # page:1 alone does not yield its vector
+    assert rows.admitted({"page:3"}).tolist() == [False, False, False]  # a stale entry is not trusted
+    assert rows.admitted({"page:2", "page:3"}).tolist() == [True, False, True]
+    assert rows.rebuilders == {"ent-a": frozenset({"page:2"})}

@@ -48,13 +48,63 @@ async def test_a_term_only_hidden_pages_hold_gives_what_a_term_found_nowhere_giv
     assert dataclasses.asdict(hidden_term) == dataclasses.asdict(nowhere) == {"hits": [], "entities": [], "relations": []}
 
 
-async def test_an_entity_shared_with_a_hidden_page_is_not_shown_and_reaches_no_chunk():
+async def test_an_entity_shared_with_a_hidden_page_ranks_only_visible_chunks_and_is_not_shown():
     result, index = await search("Metastore", "page:1", "page:3")
     assert {h.id for h in result.hits} == {"page:1", "page:3"}
     assert "Metastore" not in [e.name for e in result.entities]  # it also stands on page:2
+    # The query names it, so the visible pages alone rebuild it: it ranks them (A4).
+    assert all("entity Metastore" in h.why for h in result.hits)
     assert result.relations and all("page:2" not in r.evidence for r in result.relations)
     fetched = [cid for method, arg in index.calls if method == "chunks" for cid in arg]
     assert not [cid for cid in fetched if cid.startswith("page:2")]
+
+
+def test_an_item_is_rebuilt_only_from_documents_that_yield_what_ranked_it():
+    from retrievers.base import GraphHit
+
+    hit = GraphHit(
+        "entity", "Metastore", "merged text of pages 1, 2 and 3", frozenset({"page:1", "page:2", "page:3"}), 1,
+        ("c1", "c2", "c3", "c1b"), 0.8, chunk_docs=("page:1", "page:2", "page:3", "page:1"), rebuilders=frozenset({"page:2", "page:3"}),
+    )
+    assert hit.rebuilt_from({"page:1"}) is None  # page:1 alone does not yield its vector
+    part = hit.rebuilt_from({"page:1", "page:2"})
+    assert part is not None and part.partial and part.description == ""
+    assert (part.doc_ids, part.chunk_ids, part.chunk_docs) == (frozenset({"page:1", "page:2"}), ("c1", "c2", "c1b"), ("page:1", "page:2", "page:1"))
+    assert part.rebuilders == {"page:2"} and part.rebuilt_from({"page:1"}) is None
+
+
+async def test_an_item_ranks_through_visible_documents_only_when_one_of_them_rebuilds_it():
+    from retrievers.base import ChunkHit, GraphHit, RawResults
+
+    class Ranked(Scored):
+        def __init__(self, rebuilders):
+            super().__init__([ChunkHit("c1", "page:1", "Nothing about it", 1, 0.1)])
+            self.rebuilders = rebuilders
+
+        async def query(self, text, top_k, within=None):
+            hit = GraphHit(
+                "entity", "Velmora", "on pages 2 and 3", frozenset({"page:2", "page:3"}), 1, ("c2", "c3"), 0.9,
+                chunk_docs=("page:2", "page:3"), rebuilders=self.rebuilders,
+            )
+            return RawResults(chunks=self._chunks, entities=[hit], relations=[])
+
+        async def chunks(self, chunk_ids):
+            return [ChunkHit(c, f"page:{c[1:]}", "Velmora text", 0) for c in chunk_ids]
+
+    store = FakeNavigatorStore()
+    pages = [Page(page_id=n, space_key="S", title=f"T{n}", parent_id=None, position=int(n), url="u", markdown="") for n in "123"]
+    await store.sync_space(SPACE, pages)
+
+    async def found(rebuilders):
+        index = Ranked(rebuilders)
+        result = await SemanticRetriever(index, Navigator(store), candidates=10).search(bob("page:1", "page:2"), "velmora")
+        return result, index
+
+    rebuilt, _ = await found(frozenset({"page:2"}))
+    assert [(h.id, h.why) for h in rebuilt.hits] == [("page:2", ["entity Velmora"])]
+    assert rebuilt.entities == []  # it ranks; its merged description is never shown
+    hidden, _ = await found(frozenset({"page:3"}))  # only the hidden page yields its vector
+    assert hidden.hits == [] and hidden.entities == []
 
 
 async def test_visible_entities_lead_to_their_chunks_and_say_so():
