@@ -884,11 +884,10 @@ class LightRAGIndex:
         # that ranked it), else those whose own extraction yields what its vector embeds.
         entity_rebuilders = await self._rebuilders(rag.entities_vdb, [_entity_vdb_id({"entity_name": name}) for name in names])
         relation_rebuilders = await self._rebuilders(rag.relationships_vdb, [make_relation_vdb_ids(a, b)[0] for a, b in pairs])
-        everything = frozenset({UNTRACEABLE})  # stands for all of a hit's documents
         graph_hits = (
             _graph_hits(
                 "entity", entities, entity_sources, doc_of,
-                [everything if name in named else entity_rebuilders.get(_entity_vdb_id({"entity_name": name}), frozenset()) for name in names],
+                [entity_rebuilders.get(_entity_vdb_id({"entity_name": name}), frozenset()) for name in names], named=set(named),
             ),
             _graph_hits("relation", relations, relation_sources, doc_of, [relation_rebuilders.get(make_relation_vdb_ids(a, b)[0], frozenset()) for a, b in pairs]),
         )
@@ -1314,10 +1313,12 @@ def _graph_hits(
     sources: list[list[str]],
     doc_of: dict[str, str],
     rebuilders: Sequence[frozenset[str]] | None = None,
+    *,
+    named: Set[str] = frozenset(),
 ) -> list[GraphHit]:
     """Hits for entities/relations whose every supporting chunk resolves to a document, in order,
-    each with the documents that rebuild it (``rebuilders``, one set per item; ``UNTRACEABLE``
-    alone stands for all of its documents; none when not given).
+    each with the documents that rebuild it: ``rebuilders`` (one set per item; none when not
+    given), or all of its documents for the entities the query ``named``.
 
     One untraceable chunk (e.g. a delete that stopped midway) drops the hit: its merged description
     may hold text whose document can no longer be authorized (DESIGN.md A4).
@@ -1329,6 +1330,6 @@ def _graph_hits(
         chunk_docs = tuple(doc_of[cid] for cid in chunk_ids)
         doc_ids = frozenset(chunk_docs)
         description = (record.get("description") or "").replace(GRAPH_FIELD_SEP, "\n")
-        rebuilt_by = doc_ids if rebuilt_by == {UNTRACEABLE} else rebuilt_by & doc_ids
+        rebuilt_by = doc_ids if name in named else rebuilt_by & doc_ids
         hits.append(GraphHit(kind, name, description, doc_ids, len(hits) + 1, tuple(chunk_ids), score, chunk_docs=chunk_docs, rebuilders=rebuilt_by))
     return hits

@@ -21,7 +21,7 @@ from pipeline.sources.confluence_rest import ConfluenceRestSource
 from pipeline.sync import run_sync
 from retrievers.factory import semantic_index
 from retrievers.base import RawResults
-from retrievers.lightrag_adapter import EMBEDDER_MARKER, EXTRACTION_FILE, LEXICAL_FILE
+from retrievers.lightrag_adapter import EMBEDDER_MARKER, EXTRACTION_FILE, HEADS_FILE, LEXICAL_FILE
 from retrievers.semantic import MAX_EVIDENCE_DOCS, RRF_K, WEIGHTS, SemanticRetriever
 from tests.conftest import CORPUS
 
@@ -96,7 +96,7 @@ async def production(indexed, services: Settings, postgres, tmp_path_factory: py
 async def test_the_production_engines_hold_the_index(production: Settings) -> None:
     workspace = production.index_dir / production.lightrag.workspace
     # no storage files: only what Wayfinder keeps beside LightRAG (rebuilt from the engines when missing)
-    assert sorted(path.name for path in workspace.iterdir()) == sorted([EMBEDDER_MARKER, EXTRACTION_FILE, LEXICAL_FILE])
+    assert sorted(path.name for path in workspace.iterdir()) == sorted([EMBEDDER_MARKER, EXTRACTION_FILE, HEADS_FILE, LEXICAL_FILE])
     async with semantic_index(production) as index:
         assert len(await index.indexed_doc_ids()) > 0
 
