@@ -1268,7 +1268,7 @@ class _RowDocuments:
             row_id = row.get("__id__", "")
             head = heads.get(row_id)
             if head is not None and head[0] == _digest(_headed(str(row.get("content") or ""), lines)):
-                rebuilders[row_id] = head[1] & set(docs)
+                rebuilders[row_id] = head[1] if head[1].issubset(docs) else head[1].intersection(docs)  # shared, not copied
             head_starts.append(len(head_codes))
             head_codes += [numbers.setdefault(doc, len(numbers)) for doc in sorted(rebuilders.get(row_id, ()))] or [-1]
         return cls(
