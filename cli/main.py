@@ -156,6 +156,9 @@ def sync(
 @app.command()
 def serve(transport: Transport = Transport.http) -> None:
     """Run the MCP server over streamable HTTP (bearer tokens) or stdio (the configured user)."""
+    from core.memory import skip_unused_extras
+
+    skip_unused_extras()  # before the server's modules import the libraries that would load them
     from functools import partial
 
     from authz.audit import audit_key

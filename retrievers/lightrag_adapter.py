@@ -40,9 +40,12 @@ LightRAG's sharp edges, and how this module guards them:
   work since the last write took :data:`WRITE_SPACING` times as long as that write (so writing
   stays a bounded share of the time however large the index grows), and when the call ends; the
   document-status store last: it says which documents are done, so it must never run ahead of
-  the data it vouches for. The graph
-  file is written by networkx, which uses ``lxml`` when it is installed (it is a dependency for
-  that reason: about 40% faster than the standard library's writer on the Hive graph).
+  the data it vouches for. The vector stores' rows are embedded at every checkpoint all the
+  same (LightRAG embeds them only when it flushes): the rows since the last write are not left
+  to the next one, and the last write of an ``upsert`` is a write, not the embedding of its last
+  stretch. The graph file is written by networkx, which uses ``lxml`` when it is installed (it
+  is a dependency for that reason: about 40% faster than the standard library's writer on the
+  Hive graph).
 * Extraction is the other large cost. As a batch starts, the chunks of the next batch (cut by
   LightRAG's own chunker with our sizes) are handed to the extractor's ``prefetch``, so an
   extractor with worker processes has them ready when LightRAG asks.
@@ -54,10 +57,12 @@ import asyncio
 import contextlib
 import contextvars
 import dataclasses
+import gc
 import hashlib
 import json
 import logging
 import os
+import pickle
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Iterator, Mapping, Sequence, Set
@@ -69,6 +74,7 @@ import numpy as np
 
 from core.errors import ConfigurationError, IndexError_, InvalidArgument
 from core.files import write_atomically
+from core.memory import return_freed_memory
 from core.providers.base import Embedder, Extractor
 from core.providers.local import LocalEmbedder, RegexTokenizer
 from core.settings import LightRAGSettings, Neo4jSettings, PostgresSettings
@@ -141,6 +147,10 @@ class Engines:
         }
 
 
+def _not_about_pypinyin(record: logging.LogRecord) -> bool:
+    return "pypinyin" not in record.getMessage()
+
+
 @contextlib.contextmanager
 def _contained_import() -> Iterator[None]:
     """Import LightRAG without reading ``.env`` and without changing the root logger."""
@@ -150,9 +160,12 @@ def _contained_import() -> Iterator[None]:
     level, handlers = root.level, list(root.handlers)
     real_load_dotenv = dotenv.load_dotenv
     dotenv.load_dotenv = lambda *args, **kwargs: False  # type: ignore[assignment]
+    lightrag_logger = logging.getLogger("lightrag")
+    lightrag_logger.addFilter(_not_about_pypinyin)  # kept out on purpose (core.memory)
     try:
         yield
     finally:
+        lightrag_logger.removeFilter(_not_about_pypinyin)
         dotenv.load_dotenv = real_load_dotenv
         root.setLevel(level)
         for handler in list(root.handlers):
@@ -169,7 +182,7 @@ with _contained_import():
     import lightrag.operate as _lightrag_operate
     import lightrag.pipeline as _lightrag_pipeline
     from lightrag import LightRAG, QueryParam
-    from lightrag.base import DocStatus, DocStatusStorage, StorageNameSpace
+    from lightrag.base import BaseVectorStorage, DocStatus, DocStatusStorage, StorageNameSpace
     from lightrag.constants import GRAPH_FIELD_SEP
     from lightrag.kg.shared_storage import finalize_share_data
     from lightrag.llm_roles import ROLE_NAMES, RoleLLMConfig
@@ -235,6 +248,7 @@ _lightrag_logger.setLevel(logging.NOTSET)
 
 
 UNTRACEABLE = "untraceable"  # stands for a document a chunk no longer leads to
+EMBEDS = "__embeds__"  # a packed row's digest of what its vector embeds, for its text (_pack_for_queries)
 #: file storages a query-only index never reads: the extraction cache (the largest file of an index
 #: after the vectors: 65 MB for the demo's), and the documents' full text
 NOT_FOR_QUERIES = ("llm_response_cache", "full_docs")
@@ -366,6 +380,7 @@ class LightRAGIndex:
                 if self._queries_only and self._engines is None:
                     for name in NOT_FOR_QUERIES:
                         setattr(self._rag, name, _NotLoaded(name))
+                    _pack_for_queries(self._rag)
                 await self._rag.initialize_storages()
         except (ConfigurationError, InvalidArgument):
             raise
@@ -384,6 +399,8 @@ class LightRAGIndex:
         except BaseException:
             await self.__aexit__(None, None, None)
             raise
+        if self._queries_only:
+            return_freed_memory()  # what loading parsed and let go (a server keeps running)
         return self
 
     async def _open_sidecars(self) -> None:
@@ -787,9 +804,24 @@ class LightRAGIndex:
                     await asyncio.to_thread(self._save_heads)
             last.update(written=time.monotonic(), took=time.monotonic() - started)
 
+        async def embed_pending() -> None:
+            # The vector stores embed rows only when flushed: deferred whole, every row since the
+            # last write would be embedded at the next one (the last write of a 2,195-page sync
+            # took 52 s, most of it embedding). Embedded here, they are embedded batch by batch,
+            # beside the extraction of the next batch, and the write only writes.
+            for storage in (s for s in pending.values() if isinstance(s, BaseVectorStorage)):
+                if isinstance(storage, NanoVectorDBStorage):
+                    async with storage._storage_lock:  # its rows, in memory, until the write
+                        await storage._flush_pending_locked()
+                else:
+                    await type(storage).index_done_callback(storage)  # a server engine writes rows, not files
+            self._row_docs.clear()
+
         async def checkpoint() -> None:
             if pending and time.monotonic() - last["written"] >= WRITE_SPACING * last["took"]:
                 await flush()
+            else:
+                await embed_pending()
 
         for storage in storages:
             storage.index_done_callback = deferred(storage)  # type: ignore[method-assign]
@@ -1161,6 +1193,39 @@ async def _edges(storage: Any, pairs: list[tuple[str, str]]) -> dict[tuple[str, 
     return dict(await storage.get_edges_batch([{"src": a, "tgt": b} for a, b in pairs]))
 
 
+def _pack_for_queries(rag: Any) -> None:
+    """Pack what the file storages loaded into as few pages of memory as it needs, for an index
+    that only answers queries (the MCP server's, which keeps it for as long as it runs).
+
+    Parsing the graph's XML and the vector stores' JSON leaves the objects kept scattered among
+    the parser's freed ones, and a page that holds one of them is never given back: the Hive
+    index held its graph in 148 MiB, 110 of them the parser's leftovers. Serialised, let go, and
+    read back once the parser's objects are gone, the same objects lie side by side.
+
+    The rows also drop what only writes read: their copy of the vector as text (the matrix has
+    it), their documents' names (``file_path``; ``source_id`` says it), and an entity's or a
+    relation's text, kept as the digest of what its vector embeds (:class:`_RowDocuments`)."""
+    graph_storage = rag.chunk_entity_relation_graph
+    stores = ((rag.entities_vdb, 1), (rag.relationships_vdb, 2), (rag.chunks_vdb, 0))
+    tables = [storage._client._NanoVectorDB__storage for storage, _ in stores]  # its rows and matrix
+    for table, (_, lines) in zip(tables, stores, strict=True):
+        for row in table["data"]:
+            row.pop("vector", None)
+            row.pop("file_path", None)
+            if lines:
+                row[EMBEDS] = _digest(_headed(str(row.pop("content", "") or ""), lines))
+    packed = pickle.dumps((graph_storage._graph, [table["data"] for table in tables]), protocol=pickle.HIGHEST_PROTOCOL)
+    graph_storage._graph = None
+    for table in tables:
+        table["data"] = []
+    gc.collect()  # a graph refers to itself (its views): only the collector lets it go
+    graph, rows = pickle.loads(packed)
+    del packed
+    graph_storage._graph = graph
+    for table, data in zip(tables, rows, strict=True):
+        table["data"] = data
+
+
 def _embed_description_heads(rag: Any) -> None:
     """The entity and relation vector stores embed :func:`_headed` texts (:data:`DESCRIPTION_HEAD`)."""
     for storage, lines in ((rag.entities_vdb, 1), (rag.relationships_vdb, 2)):  # "name\n…", "keywords\tsource\ntarget\n…"
@@ -1267,7 +1332,7 @@ class _RowDocuments:
             codes += [numbers.setdefault(doc, len(numbers)) if doc else -1 for doc in docs] or [-1]
             row_id = row.get("__id__", "")
             head = heads.get(row_id)
-            if head is not None and head[0] == _digest(_headed(str(row.get("content") or ""), lines)):
+            if head is not None and head[0] == (row.get(EMBEDS) or _digest(_headed(str(row.get("content") or ""), lines))):
                 rebuilders[row_id] = head[1] if head[1].issubset(docs) else head[1].intersection(docs)  # shared, not copied
             head_starts.append(len(head_codes))
             head_codes += [numbers.setdefault(doc, len(numbers)) for doc in sorted(rebuilders.get(row_id, ()))] or [-1]

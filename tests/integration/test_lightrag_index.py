@@ -10,9 +10,11 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from lightrag.constants import GRAPH_FIELD_SEP
+from lightrag.kg.nano_vector_db_impl import NanoVectorDBStorage
 from lightrag.utils import compute_mdhash_id
 
 from core.errors import ConfigurationError, IndexError_, InvalidArgument
@@ -163,7 +165,11 @@ async def nearest(index: LightRAGIndex, name: str, within: set[str]) -> list[str
     support whole or rebuild."""
     rag = index._rag
     row_id = compute_mdhash_id(name, prefix="ent-")
-    vector = (await rag.entities_vdb.get_vectors_by_ids([row_id]))[row_id]
+    if isinstance(rag.entities_vdb, NanoVectorDBStorage):  # from its matrix: a query-only index keeps no other copy
+        table = await rag.entities_vdb.client_storage
+        vector = table["matrix"][[row["__id__"] for row in table["data"]].index(row_id)]
+    else:
+        vector = (await rag.entities_vdb.get_vectors_by_ids([row_id]))[row_id]
     rows = await index._nearest(rag.entities_vdb, "", 5, vector, lightrag_adapter._entity_vdb_id, frozenset(within))
     return [row["entity_name"] for row in rows]
 
@@ -220,6 +226,30 @@ async def test_an_index_open_for_queries_finds_nothing_to_rebuild_without_the_fi
         assert (await nearest(index, "HiveServer2", {"page:1", "page:2", "page:4"}))[0] == "HiveServer2"  # whole, as before
 
 
+async def test_each_batch_is_embedded_at_its_checkpoint_not_left_to_the_next_write(
+    tmp_path: Path, extractor: LocalExtractor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LightRAG embeds vector rows only when it flushes; left to the next write, the last write of
+    a long sync embedded everything since the one before it (52 s of 2,195 pages)."""
+    monkeypatch.setattr(lightrag_adapter, "WRITE_SPACING", 10**6)  # no write between the first and the end
+    embedded: list[str] = []
+
+    class Witness(LocalEmbedder):
+        async def embed(self, texts: list[str], *, query: bool = False) -> Any:
+            embedded.extend(texts)
+            return await super().embed(texts, query=query)
+
+    seen: dict[int, list[str]] = {}
+    settings = LightRAGSettings(workspace="test", insert_batch_size=1)
+    async with LightRAGIndex(settings, tmp_path, Witness(), extractor) as index:
+        await index.upsert(DOCS, on_progress=lambda done: seen.setdefault(done, list(embedded)))
+        rows = (await index._rag.entities_vdb.client_storage)["data"]
+        assert any(row["entity_name"] == "MySQL" for row in rows)
+    # the second batch was not written before its report, and its rows were embedded all the same
+    assert DOCS[1].text in seen[2] and any(text.startswith("MySQL\n") for text in seen[2])
+    assert DOCS[2].text not in seen[2]
+
+
 async def test_reopen_persists_and_workspaces_do_not_leak(opener: Opener) -> None:
     async with opener("a") as index:
         await index.upsert(DOCS[:1])
@@ -238,7 +268,6 @@ async def test_one_upsert_writes_each_storage_once_and_the_document_status_last(
     made indexing cost grow with the square of the index."""
     from lightrag.kg.json_doc_status_impl import JsonDocStatusStorage
     from lightrag.kg.json_kv_impl import JsonKVStorage
-    from lightrag.kg.nano_vector_db_impl import NanoVectorDBStorage
     from lightrag.kg.networkx_impl import NetworkXStorage
 
     writes: list[str] = []
@@ -430,14 +459,23 @@ async def test_an_index_open_for_queries_answers_alike_refuses_changes_and_leave
 ) -> None:
     query = "How does HiveServer2 talk to JDBC clients?"
     async with open_index(tmp_path, embedder, extractor) as index:
-        await index.upsert(DOCS)
+        await index.upsert([*DOCS, IndexDocument("page:4", DOCS[0].text)])  # a copy rebuilds what page:1 does
     async with open_index(tmp_path, embedder, extractor) as index:  # scores as read back from the files
         written = await index.query(query, top_k=5)
+        filtered = await index.query(query, top_k=5, within={"page:1", "page:2"})
+        around = await index.neighbourhood(["HiveServer2"])
+        rebuilt = [(await index._row_documents(store)).rebuilders for store in (index._rag.entities_vdb, index._rag.relationships_vdb)]
+        assert rebuilt[0] and rebuilt[1]
     files = {path.name: path.read_bytes() for path in (tmp_path / "test").iterdir()}
     served = LightRAGIndex(LightRAGSettings(workspace="test"), tmp_path, embedder, extractor, queries_only=True)
     async with served as index:
         answered = await index.query(query, top_k=5)
         assert answered == written and await index.entities_of(["page:1"]) != []
+        assert await index.query(query, top_k=5, within={"page:1", "page:2"}) == filtered
+        assert await index.neighbourhood(["HiveServer2"]) == around
+        assert [(await index._row_documents(store)).rebuilders for store in (index._rag.entities_vdb, index._rag.relationships_vdb)] == rebuilt
+        rows = [row for store in ("entities_vdb", "relationships_vdb", "chunks_vdb") for row in (await getattr(index._rag, store).client_storage)["data"]]
+        assert rows and not any("vector" in row for row in rows)  # packed: the matrix holds the vectors
         for change in (lambda: index.upsert(DOCS[:1]), lambda: index.delete(["page:1"])):
             with pytest.raises(ConfigurationError, match="queries only"):
                 await change()
