@@ -361,7 +361,7 @@ class Settings(BaseSettings):
 
     data_dir: Path = Field(Path(".wayfinder"), description="Run directory: indexes, service data, logs, pid files.")
     cache_dir: Path = Field(
-        DEFAULT_CACHE_DIR, description="Build cache outside the repository (OpenFGA binary, Neo4j jars)."
+        DEFAULT_CACHE_DIR, description="Build cache outside the repository (OpenFGA binary, Neo4j jars, the embedder's unpacked token table)."
     )
     corpus_dir: Path = Field(
         Path("../shared/corpora/apache-hive-wiki"), description="The Apache Hive Confluence export the local emulator is seeded from."
@@ -405,6 +405,11 @@ class Settings(BaseSettings):
     @property
     def index_dir(self) -> Path:
         return self.data_dir / "lightrag"
+
+    @property
+    def models_dir(self) -> Path:
+        """Model files unpacked from their packages, shared by every process and run."""
+        return self.cache_dir / "models"
 
     @property
     def raw_store_path(self) -> Path:

