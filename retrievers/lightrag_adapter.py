@@ -40,12 +40,9 @@ LightRAG's sharp edges, and how this module guards them:
   work since the last write took :data:`WRITE_SPACING` times as long as that write (so writing
   stays a bounded share of the time however large the index grows), and when the call ends; the
   document-status store last: it says which documents are done, so it must never run ahead of
-  the data it vouches for. The vector stores' rows are embedded at every checkpoint all the
-  same (LightRAG embeds them only when it flushes): the rows since the last write are not left
-  to the next one, and the last write of an ``upsert`` is a write, not the embedding of its last
-  stretch. The graph file is written by networkx, which uses ``lxml`` when it is installed (it
-  is a dependency for that reason: about 40% faster than the standard library's writer on the
-  Hive graph).
+  the data it vouches for. The graph
+  file is written by networkx, which uses ``lxml`` when it is installed (it is a dependency for
+  that reason: about 40% faster than the standard library's writer on the Hive graph).
 * Extraction is the other large cost. As a batch starts, the chunks of the next batch (cut by
   LightRAG's own chunker with our sizes) are handed to the extractor's ``prefetch``, so an
   extractor with worker processes has them ready when LightRAG asks.
@@ -182,7 +179,7 @@ with _contained_import():
     import lightrag.operate as _lightrag_operate
     import lightrag.pipeline as _lightrag_pipeline
     from lightrag import LightRAG, QueryParam
-    from lightrag.base import BaseVectorStorage, DocStatus, DocStatusStorage, StorageNameSpace
+    from lightrag.base import DocStatus, DocStatusStorage, StorageNameSpace
     from lightrag.constants import GRAPH_FIELD_SEP
     from lightrag.kg.shared_storage import finalize_share_data
     from lightrag.llm_roles import ROLE_NAMES, RoleLLMConfig
@@ -804,24 +801,9 @@ class LightRAGIndex:
                     await asyncio.to_thread(self._save_heads)
             last.update(written=time.monotonic(), took=time.monotonic() - started)
 
-        async def embed_pending() -> None:
-            # The vector stores embed rows only when flushed: deferred whole, every row since the
-            # last write would be embedded at the next one (the last write of a 2,195-page sync
-            # took 52 s, most of it embedding). Embedded here, they are embedded batch by batch,
-            # beside the extraction of the next batch, and the write only writes.
-            for storage in (s for s in pending.values() if isinstance(s, BaseVectorStorage)):
-                if isinstance(storage, NanoVectorDBStorage):
-                    async with storage._storage_lock:  # its rows, in memory, until the write
-                        await storage._flush_pending_locked()
-                else:
-                    await type(storage).index_done_callback(storage)  # a server engine writes rows, not files
-            self._row_docs.clear()
-
         async def checkpoint() -> None:
             if pending and time.monotonic() - last["written"] >= WRITE_SPACING * last["took"]:
                 await flush()
-            else:
-                await embed_pending()
 
         for storage in storages:
             storage.index_done_callback = deferred(storage)  # type: ignore[method-assign]

@@ -10,7 +10,6 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from lightrag.constants import GRAPH_FIELD_SEP
@@ -224,30 +223,6 @@ async def test_an_index_open_for_queries_finds_nothing_to_rebuild_without_the_fi
         assert index._heads == {}  # no cache to read: every item ranks only for callers who see all of it
         assert "HiveServer2" not in await nearest(index, "HiveServer2", {"page:4"})
         assert (await nearest(index, "HiveServer2", {"page:1", "page:2", "page:4"}))[0] == "HiveServer2"  # whole, as before
-
-
-async def test_each_batch_is_embedded_at_its_checkpoint_not_left_to_the_next_write(
-    tmp_path: Path, extractor: LocalExtractor, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """LightRAG embeds vector rows only when it flushes; left to the next write, the last write of
-    a long sync embedded everything since the one before it (52 s of 2,195 pages)."""
-    monkeypatch.setattr(lightrag_adapter, "WRITE_SPACING", 10**6)  # no write between the first and the end
-    embedded: list[str] = []
-
-    class Witness(LocalEmbedder):
-        async def embed(self, texts: list[str], *, query: bool = False) -> Any:
-            embedded.extend(texts)
-            return await super().embed(texts, query=query)
-
-    seen: dict[int, list[str]] = {}
-    settings = LightRAGSettings(workspace="test", insert_batch_size=1)
-    async with LightRAGIndex(settings, tmp_path, Witness(), extractor) as index:
-        await index.upsert(DOCS, on_progress=lambda done: seen.setdefault(done, list(embedded)))
-        rows = (await index._rag.entities_vdb.client_storage)["data"]
-        assert any(row["entity_name"] == "MySQL" for row in rows)
-    # the second batch was not written before its report, and its rows were embedded all the same
-    assert DOCS[1].text in seen[2] and any(text.startswith("MySQL\n") for text in seen[2])
-    assert DOCS[2].text not in seen[2]
 
 
 async def test_reopen_persists_and_workspaces_do_not_leak(opener: Opener) -> None:
