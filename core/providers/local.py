@@ -205,9 +205,12 @@ def _mapped(table: np.ndarray, directory: Path) -> np.ndarray:
         if not path.exists():
             directory.mkdir(parents=True, exist_ok=True)
             partial = path.with_name(f"{path.name}.{os.getpid()}.part")
-            with partial.open("wb") as file:
-                np.save(file, table)
-            os.replace(partial, path)
+            try:
+                with partial.open("wb") as file:
+                    np.save(file, table)
+                os.replace(partial, path)
+            finally:
+                partial.unlink(missing_ok=True)  # a write cut short leaves nothing behind
         mapped = np.load(path, mmap_mode="r")
     except (OSError, ValueError):
         return table
