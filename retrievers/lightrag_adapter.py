@@ -729,7 +729,7 @@ class LightRAGIndex:
                         doc_of[c] for c, mine in own.items() if mine and head in mine[0] and mine[1] == keywords and c in doc_of
                     )
                     if rebuilders:
-                        self._heads[row_id] = (_digest(_headed(content, lines)), rebuilders)
+                        self._heads[row_id] = (_embedded(row, lines), rebuilders)
         except Exception:
             logging.getLogger("wayfinder.index").warning("could not find what rebuilds %d items; they rank for callers who see all of them", len(items), exc_info=True)
 
@@ -1024,7 +1024,7 @@ class LightRAGIndex:
         return {
             row_id: self._heads[row_id][1]
             for row_id, row in zip(wanted, rows, strict=True)
-            if row and self._heads[row_id][0] == _digest(_headed(str(row.get("content") or ""), lines))
+            if row and self._heads[row_id][0] == _embedded(row, lines)
         }
 
     async def _nearest_within_engine(self, storage: Any, top_k: int, vector: Any, within: Set[str]) -> list[dict[str, Any]]:
@@ -1195,7 +1195,8 @@ def _pack_for_queries(rag: Any) -> None:
             row.pop("vector", None)
             row.pop("file_path", None)
             if lines:
-                row[EMBEDS] = _digest(_headed(str(row.pop("content", "") or ""), lines))
+                row[EMBEDS] = _embedded(row, lines)
+                row.pop("content", None)
     packed = pickle.dumps((graph_storage._graph, [table["data"] for table in tables]), protocol=pickle.HIGHEST_PROTOCOL)
     graph_storage._graph = None
     for table in tables:
@@ -1271,6 +1272,12 @@ def _digest(text: str) -> str:
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
+def _embedded(row: Mapping[str, Any], lines: int) -> str:
+    """The digest of what an entity's (``lines`` 1) or relation's (2) vector row embeds: kept by
+    a packed row (:func:`_pack_for_queries`), else taken from its text."""
+    return row.get(EMBEDS) or _digest(_headed(str(row.get("content") or ""), lines))
+
+
 async def _node_edges(storage: Any, names: list[str]) -> dict[str, list[tuple[str, str]]]:
     if isinstance(storage, NetworkXStorage):
         graph = await storage._get_graph()
@@ -1314,7 +1321,7 @@ class _RowDocuments:
             codes += [numbers.setdefault(doc, len(numbers)) if doc else -1 for doc in docs] or [-1]
             row_id = row.get("__id__", "")
             head = heads.get(row_id)
-            if head is not None and head[0] == (row.get(EMBEDS) or _digest(_headed(str(row.get("content") or ""), lines))):
+            if head is not None and head[0] == _embedded(row, lines):
                 rebuilders[row_id] = head[1] if head[1].issubset(docs) else head[1].intersection(docs)  # shared, not copied
             head_starts.append(len(head_codes))
             head_codes += [numbers.setdefault(doc, len(numbers)) for doc in sorted(rebuilders.get(row_id, ()))] or [-1]
