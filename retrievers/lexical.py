@@ -2,6 +2,12 @@
 semantic index, each chunk preceded by its page's title, so a title match counts in every chunk of
 the page.
 
+A search narrowed to some documents (the caller's, as the pre-filter knows them) scores their
+chunks as an index of those documents alone would: a term's rarity and the average chunk length are
+counted over them only. So how often a term occurs in pages the caller may not see does not move
+the ranking of those they may (DESIGN.md A4), and a reader of a small share of the corpus gets the
+ranking their own pages would give, not one shaped by everyone else's.
+
 Engineers ask with exact identifiers (property names, commands, error text); embeddings blur them,
 BM25 does not. The chunks and their documents are kept in one JSON file beside the index; the BM25
 matrix is built from it in memory when first searched after a change (a few seconds for tens of
@@ -11,6 +17,7 @@ thousands of chunks).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +41,11 @@ def _tokens(texts: list[str]) -> list[list[str]]:
     return bm25s.tokenize(texts, stopwords="en", stemmer=_STEMMER, return_ids=False, show_progress=False)
 
 
+def _idf(occurs: int, among: int) -> float:
+    """BM25's (Lucene's) inverse document frequency, as bm25s computes it."""
+    return math.log(1 + (among - occurs + 0.5) / (occurs + 0.5))
+
+
 class LexicalIndex:
     """Chunk id → (document, text), searchable with BM25. Not safe for concurrent writers."""
 
@@ -41,6 +53,7 @@ class LexicalIndex:
         self._entries: dict[str, LexicalEntry] = dict(entries or {})
         self._model: bm25s.BM25 | None = None
         self._order: list[str] = []
+        self._lengths = np.zeros(0)  # row → its chunk's length in tokens, as bm25s counts it
         self._doc_codes = np.zeros(0, dtype=np.int32)  # row → its document's number in _docs
         self._docs: dict[str, int] = {}
         self._chunks: dict[str, list[str]] = {}  # document → its chunks
@@ -95,9 +108,10 @@ class LexicalIndex:
         if not terms or not self._entries:
             return []
         model = self._built()
-        scores = model.get_scores(terms)
-        if within is not None:
-            scores = np.where(self._rows_of(within), scores, 0.0)
+        if within is None:
+            scores = model.get_scores(terms)
+        else:
+            scores = self._scores_among(model, terms, self._rows_of(within))
         k = min(k, len(scores))
         top = np.argpartition(-scores, k - 1)[:k]
         ranked = sorted(((float(scores[i]), self._order[i]) for i in top if scores[i] > 0), key=lambda s: (-s[0], s[1]))
@@ -107,7 +121,9 @@ class LexicalIndex:
         if self._model is None:
             self._order = sorted(self._entries)
             model = bm25s.BM25()
-            model.index(_tokens([self._entries[cid].text for cid in self._order]), show_progress=False)
+            tokens = _tokens([self._entries[cid].text for cid in self._order])
+            model.index(tokens, show_progress=False)
+            self._lengths = np.fromiter((len(chunk) for chunk in tokens), dtype=np.float64, count=len(tokens))
             self._docs = {doc: n for n, doc in enumerate(sorted(self.doc_ids))}
             self._doc_codes = np.fromiter((self._docs[self._entries[cid].doc_id] for cid in self._order), dtype=np.int32, count=len(self._order))
             self._chunks = {}
@@ -115,6 +131,30 @@ class LexicalIndex:
                 self._chunks.setdefault(self._entries[cid].doc_id, []).append(cid)
             self._model = model
         return self._model
+
+    def _scores_among(self, model: bm25s.BM25, terms: list[str], rows: np.ndarray) -> np.ndarray:
+        """BM25 of the chunks in ``rows`` (a mask) as an index of those chunks alone would score
+        them: each term's document frequency and the average chunk length counted over them; zero
+        elsewhere. bm25s stores, term by term, the corpus-wide IDF times the term-frequency part
+        ``tf / (tf + k1 * (1 - b + b * length / average))``; each is turned back into the term's
+        count in the chunk and scored again."""
+        data, indices, indptr = model.scores["data"], model.scores["indices"], model.scores["indptr"]
+        total, among = len(rows), int(rows.sum())
+        scores = np.zeros(total, dtype=np.float64)
+        if not among:
+            return scores
+        lengths = self._lengths
+        corpus_norm = model.k1 * (1 - model.b + model.b * lengths / lengths.mean())
+        own_norm = model.k1 * (1 - model.b + model.b * lengths / lengths[rows].mean())
+        for token in model.get_tokens_ids(terms):
+            start, end = indptr[token], indptr[token + 1]
+            found = indices[start:end][rows[indices[start:end]]]
+            if not len(found):
+                continue
+            part = data[start:end][rows[indices[start:end]]] / _idf(end - start, total)
+            count = np.rint(part * corpus_norm[found] / (1 - part))
+            scores[found] += _idf(len(found), among) * count / (count + own_norm[found])
+        return scores
 
     def _rows_of(self, docs: Collection[str]) -> np.ndarray:
         """A mask of the rows whose chunk belongs to one of ``docs``."""

@@ -35,13 +35,34 @@ def test_nothing_for_words_no_chunk_holds_or_stopwords_alone() -> None:
     assert LexicalIndex().search("metastore", 5) == []
 
 
-def test_within_searches_only_the_chunks_of_those_documents_with_their_own_scores() -> None:
+def test_within_searches_only_the_chunks_of_those_documents() -> None:
     index = LexicalIndex(ENTRIES)
-    everything = index.search("metastore", 5)
-    assert {doc for _, doc, _ in everything} == {"page:a", "page:c"}
-    assert index.search("metastore", 5, within={"page:c", "page:unknown"}) == [hit for hit in everything if hit[1] == "page:c"]
+    assert {doc for _, doc, _ in index.search("metastore", 5)} == {"page:a", "page:c"}
+    assert [doc for _, doc, _ in index.search("metastore", 5, within={"page:c", "page:unknown"})] == ["page:c"]
     assert index.search("metastore", 5, within=set()) == []
     assert index.doc_of("a-0") == "page:a" and index.doc_of("nowhere") is None
+
+
+def test_within_scores_as_an_index_of_those_documents_alone() -> None:
+    """Term rarity and chunk length are counted over the documents searched: pages outside them
+    (the caller's hidden ones) do not move the ranking of those inside."""
+    seen = {
+        "v-1": LexicalEntry("page:v1", "Notes\nalpha gamma gamma"),
+        "v-2": LexicalEntry("page:v2", "Notes\nbeta gamma"),
+        "v-3": LexicalEntry("page:v3", "Notes\nalpha delta delta delta"),
+        "v-4": LexicalEntry("page:v4", "Notes\nalpha epsilon"),
+    }
+    hidden = {f"h-{n}": LexicalEntry(f"page:h{n}", "Secret\nbeta zeta " + "zeta " * n) for n in range(6)}
+    index = LexicalIndex(seen | hidden)
+    within = {entry.doc_id for entry in seen.values()}
+    # Across everything, "beta" is common (the hidden pages) and "alpha" rare; among the pages
+    # searched it is the other way round.
+    assert index.search("alpha beta", 10)[0][1] != "page:v2"
+    found = index.search("alpha beta", 10, within=within)
+    alone = LexicalIndex(seen).search("alpha beta", 10)
+    assert found[0][1] == "page:v2"
+    assert [hit[:2] for hit in found] == [hit[:2] for hit in alone]
+    assert all(abs(a[2] - b[2]) < 1e-5 for a, b in zip(found, alone, strict=True))
 
 
 def test_replace_drops_every_chunk_of_a_document(tmp_path: Path) -> None:
