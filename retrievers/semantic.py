@@ -16,7 +16,8 @@ cannot see takes nothing from the entities of the copy they can.
 
 Ranking is weighted reciprocal-rank fusion of whole documents over the channels, plus a second
 hop for multi-hop questions: candidates sharing a specific entity with the best documents found
-rank higher, the entity rebuilt from the authorized candidates' own mentions of it. A hit names
+rank higher (never above the document they were reached through), the entity rebuilt from the
+authorized candidates' own mentions of it. A hit names
 the channels that found it. A similarity floor keeps noise out of the vector channels: a query
 that matches nothing visible returns nothing rather than the least bad pages.
 """
@@ -198,7 +199,8 @@ class SemanticRetriever:
         if bridges:
             channels.append(bridges)
         with span("search.rank"):
-            ranked = [(r, known[r.chunk_id]) for r in _near_duplicates_grouped(_fuse(channels), known, top_k)]
+            fused = _below_their_seeds(_fuse(channels), bridges.via) if bridges else _fuse(channels)
+            ranked = [(r, known[r.chunk_id]) for r in _near_duplicates_grouped(fused, known, top_k)]
 
         # Second round trip: the breadcrumbs of the hits shown (and of their near-duplicates), and
         # the link targets in their snippets, which lose the targets the caller cannot see (A11).
@@ -238,7 +240,9 @@ class SemanticRetriever:
         links two visible documents, and how specific the link is, is counted over visible
         documents alone. A hidden document neither adds, removes nor weighs a link, and no
         further document is authorized here. Only candidates already found are ranked; none is
-        added."""
+        added, and the seeds themselves are not: the second hop is reached through them, so it
+        neither reorders them nor ranks above the seed it was reached through (the channel's
+        ``via``)."""
         seeds = [r.doc_id for r in fused[:BRIDGE_SEEDS]]
         if not seeds:
             return None
@@ -255,18 +259,20 @@ class SemanticRetriever:
         shown = await visible_graph(gate, entities, visible, 0)
         scores: dict[str, float] = {}
         reasons: dict[str, tuple[float, str]] = {}
+        via: dict[str, str] = {}
         for position, seed in enumerate(seeds, start=1):
             for entity in shown:
                 if seed not in entity.doc_ids:
                     continue
                 weight = 1.0 / (math.log(1 + len(entity.doc_ids)) * position)
-                for doc in entity.doc_ids - {seed}:
+                for doc in entity.doc_ids - set(seeds):
                     if doc in chunk_of:
                         scores[doc] = scores.get(doc, 0.0) + weight
+                        via.setdefault(doc, seed)  # the best-placed seed that reaches it
                         if weight > reasons.get(doc, (0.0, ""))[0]:
                             reasons[doc] = (weight, f"linked through {entity.name}")
         ranked = sorted(scores, key=lambda d: (-scores[d], d))
-        return _Channel(WEIGHTS["bridge"], [(d, chunk_of[d], reasons[d][1]) for d in ranked])
+        return _Channel(WEIGHTS["bridge"], [(d, chunk_of[d], reasons[d][1]) for d in ranked], via)
 
 
 @dataclass(frozen=True)
@@ -381,6 +387,7 @@ class _Channel:
 
     weight: float
     ranking: list[tuple[str, str, str]]
+    via: dict[str, str] = field(default_factory=dict)  # the second hop: document → the seed that reached it
 
 
 @dataclass
@@ -429,6 +436,17 @@ def _fuse(channels: Sequence[_Channel]) -> list[_Ranked]:
             if reason not in entry.why and len(entry.why) < 4:
                 entry.why.append(reason)
     return sorted(fused.values(), key=lambda r: (-r.score, r.doc_id))
+
+
+def _below_their_seeds(fused: list[_Ranked], via: dict[str, str]) -> list[_Ranked]:
+    """``fused`` with each document the second hop reached ranked no higher than the seed it was
+    reached through (just below it when its credit would lift it past), best first."""
+    seed_score = {r.doc_id: r.score for r in fused if r.doc_id in via.values()}
+    for entry in fused:
+        seed = via.get(entry.doc_id)
+        if seed in seed_score:
+            entry.score = min(entry.score, math.nextafter(seed_score[seed], 0.0))
+    return sorted(fused, key=lambda r: (-r.score, r.doc_id))
 
 
 def _near_duplicates_grouped(ranked: Sequence[_Ranked], known: dict[str, ChunkHit], top_k: int) -> list[_Ranked]:

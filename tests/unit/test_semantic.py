@@ -436,3 +436,47 @@ async def test_graph_evidence_is_authorized_within_a_budget_best_items_first(mon
     )
     assert [e.name for e in result.entities] == ["Metastore part 0", "Metastore part 1"]  # 4 + 4 documents; a third would make 12
     assert len({r.object for r in gate.records if r.object.startswith("page:") and r.object != "page:1"}) <= 10
+
+
+def test_the_second_hop_ranks_nothing_above_the_seed_it_was_reached_through():
+    """Fused ranks (no index): page 3, reached from page 2 through an entity, gains enough credit
+    to pass page 2 and even page 1; it stops just below page 2. Page 4 is reached from page 1 and
+    stays where its credit puts it, below page 1."""
+    from retrievers.semantic import _below_their_seeds, _Channel, _fuse
+
+    direct = _Channel(1.0, [("page:1", "c1", "keywords"), ("page:2", "c2", "keywords"), ("page:3", "c3", "keywords"), ("page:4", "c4", "keywords")])
+    bridge = _Channel(3.0, [("page:3", "c3", "linked through X"), ("page:4", "c4", "linked through Y")], {"page:3": "page:2", "page:4": "page:1"})
+    fused = _fuse([direct, bridge])
+    assert [r.doc_id for r in fused] == ["page:3", "page:4", "page:1", "page:2"]  # the credit alone
+    ranked = _below_their_seeds(fused, bridge.via)
+    assert [r.doc_id for r in ranked] == ["page:1", "page:4", "page:2", "page:3"]
+    score = {r.doc_id: r.score for r in ranked}
+    assert score["page:2"] > score["page:3"] > score["page:2"] - 1e-9
+    assert _below_their_seeds(_fuse([direct]), {}) == _fuse([direct])
+
+
+async def test_the_second_hop_does_not_credit_the_seeds_it_starts_from(monkeypatch):
+    """Pages 1 and 2, the best found, both mention Velmora, and so does page 3: the second hop
+    lifts page 3 and leaves the seeds' scores as their own channels made them."""
+    from retrievers.semantic import WEIGHTS
+
+    texts = {
+        "1": "Quintor founded the town of Velmora.",
+        "2": "The population of the town of Velmora.",
+        "3": "Velmora population census of the harbour town.",
+    }
+
+    async def scores() -> dict[str, float]:
+        store = FakeNavigatorStore()
+        pages = [Page(page_id=n, space_key="S", title=f"T{n}", parent_id=None, position=int(n), url="u", markdown=t) for n, t in texts.items()]
+        await store.sync_space(SPACE, pages)
+        index = FakeSemanticIndex()
+        await index.upsert([IndexDocument(p.id, p.markdown) for p in pages])
+        found = await SemanticRetriever(index, Navigator(store), candidates=40).search(bob("page:1", "page:2", "page:3"), "population of the town Quintor founded")
+        return {h.id: h.score for h in found.hits}
+
+    with_hop = await scores()
+    monkeypatch.setitem(WEIGHTS, "bridge", 0.0)
+    without = await scores()
+    assert with_hop["page:1"] == without["page:1"] and with_hop["page:2"] == without["page:2"]
+    assert with_hop["page:3"] > without["page:3"]
