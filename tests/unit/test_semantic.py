@@ -24,9 +24,10 @@ TEXTS = {
 }
 
 
-async def retriever() -> tuple[SemanticRetriever, FakeSemanticIndex]:
+async def retriever(texts: dict[str, str] = TEXTS) -> tuple[SemanticRetriever, FakeSemanticIndex]:
+    """Search over one page per text (page id → its text) in space S."""
     store = FakeNavigatorStore()
-    pages = [Page(page_id=n, space_key="S", title=f"T{n}", parent_id=None, position=int(n), url=f"u/{n}", markdown=t) for n, t in TEXTS.items()]
+    pages = [Page(page_id=n, space_key="S", title=f"T{n}", parent_id=None, position=int(n), url=f"u/{n}", markdown=t) for n, t in texts.items()]
     await store.sync_space(SPACE, pages)
     index = FakeSemanticIndex()
     await index.upsert([IndexDocument(p.id, p.markdown) for p in pages])
@@ -227,19 +228,13 @@ async def test_an_identifier_is_found_by_its_keywords_and_the_hit_says_so():
 async def bridged(*visible: str, pages_left_out: frozenset[str] = frozenset()):
     """Page 1 answers the first hop; page 2 (the second hop) shares the entity Velmora with it, and
     so does page 4."""
-    store = FakeNavigatorStore()
     texts = {
         "1": "Quintor founded the town of Velmora.",
         "2": "Velmora has a harbour and a population of nine thousand.",
         "3": "The population census counts every harbour town.",
         "4": "Velmora appears in the old maps.",
     }
-    texts = {n: t for n, t in texts.items() if n not in pages_left_out}
-    pages = [Page(page_id=n, space_key="S", title=f"T{n}", parent_id=None, position=int(n), url="u", markdown=t) for n, t in texts.items()]
-    await store.sync_space(SPACE, pages)
-    index = FakeSemanticIndex()
-    await index.upsert([IndexDocument(p.id, p.markdown) for p in pages])
-    semantic = SemanticRetriever(index, Navigator(store), candidates=40)
+    semantic, index = await retriever({n: t for n, t in texts.items() if n not in pages_left_out})
     gate = bob(*visible)
     return await semantic.search(gate, "population of the town Quintor founded"), index, gate
 
@@ -467,12 +462,8 @@ async def test_the_second_hop_does_not_credit_the_seeds_it_starts_from(monkeypat
     }
 
     async def scores() -> dict[str, float]:
-        store = FakeNavigatorStore()
-        pages = [Page(page_id=n, space_key="S", title=f"T{n}", parent_id=None, position=int(n), url="u", markdown=t) for n, t in texts.items()]
-        await store.sync_space(SPACE, pages)
-        index = FakeSemanticIndex()
-        await index.upsert([IndexDocument(p.id, p.markdown) for p in pages])
-        found = await SemanticRetriever(index, Navigator(store), candidates=40).search(bob("page:1", "page:2", "page:3"), "population of the town Quintor founded")
+        semantic, _ = await retriever(texts)
+        found = await semantic.search(bob("page:1", "page:2", "page:3"), "population of the town Quintor founded")
         return {h.id: h.score for h in found.hits}
 
     with_hop = await scores()
