@@ -148,10 +148,11 @@ class LexicalIndex:
         own_norm = model.k1 * (1 - model.b + model.b * lengths / lengths[rows].mean())
         for token in model.get_tokens_ids(terms):
             start, end = indptr[token], indptr[token + 1]
-            found = indices[start:end][rows[indices[start:end]]]
+            inside = rows[indices[start:end]]
+            found = indices[start:end][inside]
             if not len(found):
                 continue
-            part = data[start:end][rows[indices[start:end]]] / _idf(end - start, total)
+            part = data[start:end][inside] / _idf(end - start, total)
             count = np.rint(part * corpus_norm[found] / (1 - part))
             scores[found] += _idf(len(found), among) * count / (count + own_norm[found])
         return scores
