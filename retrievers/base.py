@@ -79,6 +79,9 @@ class RawResults:
     entities: list[GraphHit]
     relations: list[GraphHit]
     lexical: list[ChunkHit] = field(default_factory=list)  # BM25 score in ``score``
+    # The query's terms as the lexical channel counts them (retrievers.lexical.tokens) → their IDF
+    # over the documents searched; what the anchor text of the candidates' links is weighed by.
+    term_weights: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

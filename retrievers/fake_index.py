@@ -100,7 +100,7 @@ class FakeSemanticIndex:
             ChunkHit(cid, doc_id, self.docs[doc_id], rank, score)
             for rank, (cid, doc_id, score) in enumerate(lexical.search(text, top_k, within), start=1)
         ]
-        return RawResults(chunks=chunks, entities=entities, relations=relations, lexical=found)
+        return RawResults(chunks=chunks, entities=entities, relations=relations, lexical=found, term_weights=lexical.term_weights(text, within))
 
     async def entities_of(self, doc_ids: Sequence[str]) -> list[GraphHit]:
         self.calls.append(("entities_of", list(doc_ids)))

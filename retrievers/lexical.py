@@ -37,7 +37,8 @@ class LexicalEntry:
     text: str  # the page title, a line break, the chunk
 
 
-def _tokens(texts: list[str]) -> list[list[str]]:
+def tokens(texts: list[str]) -> list[list[str]]:
+    """Each text's terms as the index counts them: stemmed, English stopwords out."""
     return bm25s.tokenize(texts, stopwords="en", stemmer=_STEMMER, return_ids=False, show_progress=False)
 
 
@@ -104,7 +105,7 @@ class LexicalIndex:
     def search(self, query: str, k: int, within: Collection[str] | None = None) -> list[tuple[str, str, float]]:
         """Up to ``k`` (chunk id, document, BM25 score) with a score above zero, best first; only
         chunks of the documents ``within``, when given."""
-        terms = _tokens([query])[0]
+        terms = tokens([query])[0]
         if not terms or not self._entries:
             return []
         model = self._built()
@@ -117,13 +118,35 @@ class LexicalIndex:
         ranked = sorted(((float(scores[i]), self._order[i]) for i in top if scores[i] > 0), key=lambda s: (-s[0], s[1]))
         return [(cid, self._entries[cid].doc_id, score) for score, cid in ranked]
 
+    def term_weights(self, query: str, within: Collection[str] | None = None) -> dict[str, float]:
+        """The query's terms (as :func:`tokens` gives them) that occur in the index, each with
+        its IDF, counted over the chunks of the documents ``within`` when given (as
+        :meth:`search` counts it); a term none of those chunks holds is left out."""
+        terms = sorted(set(tokens([query])[0]))
+        if not terms or not self._entries:
+            return {}
+        model = self._built()
+        indices, indptr = model.scores["indices"], model.scores["indptr"]
+        rows = self._rows_of(within) if within is not None else None
+        among = len(self._order) if rows is None else int(rows.sum())
+        weights = {}
+        for term in terms:
+            token = model.vocab_dict.get(term)
+            if token is None:
+                continue
+            postings = indices[indptr[token] : indptr[token + 1]]
+            occurs = len(postings) if rows is None else int(rows[postings].sum())
+            if occurs:
+                weights[term] = _idf(occurs, among)
+        return weights
+
     def _built(self) -> bm25s.BM25:
         if self._model is None:
             self._order = sorted(self._entries)
             model = bm25s.BM25()
-            tokens = _tokens([self._entries[cid].text for cid in self._order])
-            model.index(tokens, show_progress=False)
-            self._lengths = np.fromiter((len(chunk) for chunk in tokens), dtype=np.float64, count=len(tokens))
+            chunks = tokens([self._entries[cid].text for cid in self._order])
+            model.index(chunks, show_progress=False)
+            self._lengths = np.fromiter((len(chunk) for chunk in chunks), dtype=np.float64, count=len(chunks))
             self._docs = {doc: n for n, doc in enumerate(sorted(self.doc_ids))}
             self._doc_codes = np.fromiter((self._docs[self._entries[cid].doc_id] for cid in self._order), dtype=np.int32, count=len(self._order))
             self._chunks = {}

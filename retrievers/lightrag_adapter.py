@@ -888,7 +888,7 @@ class LightRAGIndex:
             for (a, b), row in zip(pairs, relation_rows, strict=True)
         ]
         with span("index.lexical"):
-            lexical_rows = await asyncio.to_thread(self._lexical.search, text, top_k, within)
+            lexical_rows, weights = await asyncio.to_thread(lambda: (self._lexical.search(text, top_k, within), self._lexical.term_weights(text, within)))
         # The lexical channel holds its chunks' text: no second read of the chunk store.
         lexical = [
             ChunkHit(cid, doc_id, self._lexical.chunk_text(cid), rank, score)
@@ -908,7 +908,7 @@ class LightRAGIndex:
         if within is not None:
             chunk_hits = [hit for hit in chunk_hits if hit.doc_id in within]
             graph_hits = tuple([h for hit in hits if (h := hit if hit.doc_ids <= within else hit.rebuilt_from(within))] for hits in graph_hits)
-        return RawResults(chunks=chunk_hits, entities=graph_hits[0], relations=graph_hits[1], lexical=lexical)
+        return RawResults(chunks=chunk_hits, entities=graph_hits[0], relations=graph_hits[1], lexical=lexical, term_weights=weights)
 
     async def entities_of(self, doc_ids: Sequence[str]) -> list[GraphHit]:
         rag = self._require_open()

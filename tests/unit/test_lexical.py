@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from retrievers.lexical import LexicalEntry, LexicalIndex
 
 ENTRIES = {
@@ -63,6 +65,21 @@ def test_within_scores_as_an_index_of_those_documents_alone() -> None:
     assert found[0][1] == "page:v2"
     assert [hit[:2] for hit in found] == [hit[:2] for hit in alone]
     assert all(abs(a[2] - b[2]) < 1e-5 for a, b in zip(found, alone, strict=True))
+
+
+def test_term_weights_are_counted_over_the_documents_searched() -> None:
+    """The query's terms with their IDF, as an index of the documents searched alone gives them:
+    a term only hidden pages hold is not one of them."""
+    seen = {"v-1": LexicalEntry("page:v1", "Notes\nalpha beta"), "v-2": LexicalEntry("page:v2", "Notes\nalpha gamma")}
+    hidden = {f"h-{n}": LexicalEntry(f"page:h{n}", "Secret\nbeta zeta") for n in range(4)}
+    index = LexicalIndex(seen | hidden)
+    query = "the alpha, beta and zeta of quuxplonk"
+    everywhere = index.term_weights(query)
+    assert set(everywhere) == {"alpha", "beta", "zeta"} and everywhere["alpha"] > everywhere["beta"]
+    among = index.term_weights(query, within={"page:v1", "page:v2"})
+    assert among == pytest.approx(LexicalIndex(seen).term_weights(query))
+    assert set(among) == {"alpha", "beta"} and among["beta"] > among["alpha"]
+    assert index.term_weights(query, within=set()) == {} and LexicalIndex().term_weights(query) == {}
 
 
 def test_replace_drops_every_chunk_of_a_document(tmp_path: Path) -> None:

@@ -471,3 +471,43 @@ async def test_the_second_hop_does_not_credit_the_seeds_it_starts_from(monkeypat
     without = await scores()
     assert with_hop["page:1"] == without["page:1"] and with_hop["page:2"] == without["page:2"]
     assert with_hop["page:3"] > without["page:3"]
+
+
+# An overview page (1) describes, one table row each, the three reference pages it links to; the
+# reference pages say nearly the same of themselves, and only the overview says "drop". Ties go to
+# the lower id, so page 4, the one asked about, comes last on the pages' own text.
+OVERVIEW = {
+    "1": "catalog resources.\n\n| resource | description |\n| --- | --- |\n"
+    "| [tables (get)](page:2) | list what a database holds. |\n"
+    "| [tables (put)](page:3) | create one. |\n"
+    "| [tables (delete)](page:4) | delete (drop) a catalog table. |",
+    "2": "catalog table resource, method get. parameters: database, table.",
+    "3": "catalog table resource, method put. parameters: database, table.",
+    "4": "catalog table resource, method delete. parameters: database, table.",
+}
+
+
+async def described(*visible: str, pages_left_out: frozenset[str] = frozenset()):
+    semantic, _ = await retriever({n: t for n, t in OVERVIEW.items() if n not in pages_left_out})
+    return await semantic.search(bob(*visible), "how do I drop a catalog table")
+
+
+async def test_a_page_is_found_by_what_the_links_to_it_say(monkeypatch):
+    """The overview's row for page 4 says what the question asks; page 4's own text does not."""
+    from retrievers.semantic import WEIGHTS
+
+    found = await described("page:1", "page:2", "page:3", "page:4")
+    ranked = [h.id for h in found.hits]
+    assert ranked.index("page:4") < min(ranked.index("page:2"), ranked.index("page:3"))
+    assert "link text" in {h.id: h.why for h in found.hits}["page:4"]
+    monkeypatch.setitem(WEIGHTS, "anchor", 0.0)
+    ranked = [h.id for h in (await described("page:1", "page:2", "page:3", "page:4")).hits]
+    assert ranked.index("page:4") > max(ranked.index("page:2"), ranked.index("page:3"))
+
+
+async def test_what_a_hidden_page_says_of_a_link_ranks_nothing():
+    """The overview is hidden: the answer is the one an index without it gives, word for word."""
+    hidden = await described("page:2", "page:3", "page:4")
+    absent = await described("page:2", "page:3", "page:4", pages_left_out=frozenset({"1"}))
+    assert dataclasses.asdict(hidden) == dataclasses.asdict(absent)
+    assert [h.id for h in hidden.hits] == ["page:2", "page:3", "page:4"]
