@@ -17,10 +17,10 @@ cannot see takes nothing from the entities of the copy they can.
 Ranking is weighted reciprocal-rank fusion of whole documents over the channels and one more
 read from the authorized candidates' own chunks, what their links say of the other candidates
 (anchor text: an overview page's row "Delete (drop) an HCatalog table" names the page it links to
-in the question's words), plus a second hop for multi-hop questions: candidates sharing a specific entity with the best documents found
-rank higher (never above the document they were reached through), the entity rebuilt from the
-authorized candidates' own mentions of it. A hit names
-the channels that found it. A similarity floor keeps noise out of the vector channels: a query
+in the question's words), plus a second hop for multi-hop questions: candidates sharing a
+specific entity with the best documents found rank higher (never above the document they were
+reached through), the entity rebuilt from the authorized candidates' own mentions of it. A hit
+names the channels that found it. A similarity floor keeps noise out of the vector channels: a query
 that matches nothing visible returns nothing rather than the least bad pages.
 """
 
