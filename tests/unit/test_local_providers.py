@@ -98,6 +98,27 @@ def test_finds_named_and_technical_entities(extractor: LocalExtractor) -> None:
     assert {"Apache Hive", "HiveServer2", "JDBC", "hive.exec.parallel", "hive-site.xml"} <= names
 
 
+def test_proper_names_are_read_from_the_tagger(extractor: LocalExtractor) -> None:
+    text = (
+        "The University of California and Bank of America met in New York City on Monday. "
+        "Message\n\nThe message of HIVE-1234 reached Rolls-Royce."
+    )
+    names = {name for name, _type, _desc in extractor.extract(text).entities}
+    assert {"University of California", "Bank of America", "New York City", "Rolls-Royce"} <= names
+    # a date, an issue key (the navigator links issues), a word the text also writes in lower case
+    assert not names & {"Monday", "HIVE-1234", "Message"}
+
+
+def test_a_long_run_of_capitals_is_not_a_name(extractor: LocalExtractor) -> None:
+    text = "He led the Directorate of Administration Directorate of Counter Terrorism Police Special Operations Office Group."
+    assert all(len(name.split()) <= 8 for name, _type, _desc in extractor.extract(text).entities)
+
+
+def test_noun_phrases_hold_their_numbers(extractor: LocalExtractor) -> None:
+    high, _low = extractor.keywords("What does the SAML 2.0 SSO mode of HiveServer2 need?")
+    assert "SAML 2.0 SSO mode" in high
+
+
 def test_relation_from_cooccurrence_in_one_sentence(extractor: LocalExtractor) -> None:
     extraction = extractor.extract(SAMPLE)
     pairs = {frozenset((src, tgt)): desc for src, tgt, _kw, desc in extraction.relations}
