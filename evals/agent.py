@@ -10,7 +10,9 @@ counted by a real tokenizer afterwards (:func:`summarise` takes the counter).
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +22,11 @@ from mcp.types import TextContent
 
 MAX_CALLS = 6  # a search and five pages opened
 SEARCH_LIMIT = 10
+# A refusal for going too fast ("rate_limited: ... retry after 0.1 s") is waited out and the call
+# made again, as a model would, reading answers for seconds, never need to: it is not an answer.
+RATE_LIMIT_RETRIES = 20
+RATE_LIMIT_PAUSE_S = 0.2  # when the refusal names no wait (too many calls still running)
+_RETRY_AFTER = re.compile(r"retry after ([0-9.]+) s")
 
 
 class ToolClient(Protocol):
@@ -64,6 +71,17 @@ MCP_ATLASSIAN = Toolset(
 )
 
 
+def _rate_limited(result: Any) -> float | None:
+    """The wait a ``rate_limited`` refusal asks for (seconds), or None for any other answer."""
+    if not result.is_error:
+        return None
+    text = answer_text(result)
+    if not text.startswith("rate_limited:"):
+        return None
+    after = _RETRY_AFTER.search(text)
+    return float(after.group(1)) if after else RATE_LIMIT_PAUSE_S
+
+
 def answer_text(result: Any) -> str:
     """What the agent reads of an answer: its text blocks."""
     return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
@@ -76,6 +94,7 @@ class Episode:
     solved_at: int | None = None  # the call that opened a gold page
     opened: list[str] = field(default_factory=list)
     errors: int = 0  # answers that were refusals
+    waits: int = 0  # times the server said "rate_limited" and the call was made again after its wait
     texts: list[str] = field(default_factory=list)  # every answer read, in order
 
 
@@ -84,8 +103,15 @@ async def run_episode(client: ToolClient, toolset: Toolset, question_id: str, qu
     episode = Episode(question_id)
 
     async def call(tool: str, args: dict[str, Any]) -> Any:
-        episode.calls += 1
         result = await client.call_tool(tool, args, raise_on_error=False)
+        for _ in range(RATE_LIMIT_RETRIES):  # the script calls faster than any model would read
+            wait = _rate_limited(result)
+            if wait is None:
+                break
+            episode.waits += 1
+            await asyncio.sleep(wait)
+            result = await client.call_tool(tool, args, raise_on_error=False)
+        episode.calls += 1
         episode.errors += bool(result.is_error)
         episode.texts.append(answer_text(result))
         return result
@@ -129,6 +155,7 @@ def summarise(episodes: Sequence[Episode], definitions: str, count: Callable[[li
         "median_calls_to_gold": float(statistics.median(e.solved_at for e in solved)) if solved else None,
         "calls": sum(e.calls for e in episodes),
         "errors": sum(e.errors for e in episodes),
+        "rate_limit_waits": sum(e.waits for e in episodes),
         "tool_definition_tokens": definition_tokens,
         "tokens": sum(per_question),
         "tokens_per_solved": round(sum(per_question) / len(solved)) if solved else None,

@@ -8,6 +8,7 @@ import asyncio
 import json
 
 from fastmcp import Client, FastMCP
+from fastmcp.exceptions import ToolError
 
 from evals.agent import MAX_CALLS, MCP_ATLASSIAN, WAYFINDER, run_episode, summarise, tool_definitions
 
@@ -71,6 +72,23 @@ def test_the_agent_keeps_its_budget_and_reads_refusals() -> None:
     assert done.errors == 1 and "page:99" not in done.opened and "not_found" in done.texts[2]
     nothing, _ = episode(atlassian_like([]), MCP_ATLASSIAN, ["page:1"])
     assert (nothing.calls, nothing.solved_at) == (1, None)
+
+
+def test_the_agent_waits_out_a_rate_limit_and_calls_again() -> None:
+    server = wayfinder_like(["page:1"])
+    refusals = iter(["rate_limited: more than 10 calls a second; retry after 0.1 s", "rate_limited: 8 of your calls are still running; retry when one has finished"])
+
+    @server.tool(name="fetch")
+    def limited_fetch(id: str) -> dict:
+        """Read a page, after two refusals for going too fast."""
+        refusal = next(refusals, None)
+        if refusal is not None:
+            raise ToolError(refusal)  # as Wayfinder's rate limit answers
+        return {"id": id, "text": PAGES[id]}
+
+    done, _ = episode(server, WAYFINDER, ["page:1"])
+    assert (done.calls, done.errors, done.waits, done.solved_at) == (2, 0, 2, 2)
+    assert "text of page 1" in done.texts[1]  # the refusals are not answers the agent read
 
 
 def test_the_summary_counts_calls_and_tokens_per_solved_question() -> None:
