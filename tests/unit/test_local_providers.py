@@ -145,6 +145,8 @@ def test_query_keywords_are_read_without_the_tagger() -> None:
     assert high == ["movie stars", "producer"]  # the words between the names and the stopwords
     high, low = fresh.keywords("For the SAML 2.0 SSO mode of HiveServer2 (Okta / Azure AD style), which URL?")
     assert {"SAML", "SSO", "HiveServer2", "Okta", "Azure AD"} <= set(low) and "mode" in high
+    _high, low = fresh.keywords("How does HiveServer2 use Kerberos, and Hive on Tez?")
+    assert {"HiveServer2", "Kerberos", "Hive on Tez"} <= set(low) and not [name for name in low if " use " in name]  # a verb ends a name
 
 
 async def test_rendered_extraction_parses_with_lightrag(extractor: LocalExtractor) -> None:
