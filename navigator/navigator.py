@@ -40,7 +40,6 @@ PATH_ROWS = 500
 MAX_RELATED_LIMIT = 100
 CONTAINERS = ("space", "project")  # the roots of the trees
 NODES = ("page", "issue")
-_ISSUE_KEY = re.compile(r"[A-Z][A-Z0-9_]{0,63}-[0-9]{1,12}")
 # Linked pages read (and authorized) each way before the limit is applied, so hidden pages do not
 # take the places of visible ones.
 RELATED_ROWS = 500
@@ -314,7 +313,7 @@ class Navigator:
                     raise NotFound(path.strip()[:200])
                 candidates = [{"id": c.id, "title": c.name, "url": c.url, "breadcrumb": []} for c in found_roots]
                 return Resolved(found_roots[0].id if len(found_roots) == 1 else None, candidates)
-        issue_key = raw[-1].upper() if _ISSUE_KEY.fullmatch(raw[-1].upper()) else None
+        issue_key = raw[-1].upper() if ids.ISSUE_KEY.fullmatch(raw[-1].upper()) else None
         found: list[str] = []
         for container in named or [None]:
             found += await self._store.titled(segments[-1], container.id if container else None, PATH_ROWS, issue_key)
