@@ -306,6 +306,15 @@ async def test_writes_between_batches_wait_until_the_work_since_outweighs_them(
         assert await index.indexed_doc_ids() == {doc.doc_id for doc in DOCS}
 
 
+def test_a_write_waits_for_the_work_since_and_is_left_to_the_end_when_that_comes_sooner() -> None:
+    spacing = lightrag_adapter.WRITE_SPACING
+    assert lightrag_adapter._write_due(since_s=0.0, took_s=0.0, left_s=0.0)  # the first: times a write
+    assert not lightrag_adapter._write_due(since_s=spacing * 2 - 0.1, took_s=2.0, left_s=100.0)
+    assert lightrag_adapter._write_due(since_s=spacing * 2, took_s=2.0, left_s=100.0)
+    assert not lightrag_adapter._write_due(since_s=spacing * 2, took_s=2.0, left_s=spacing * 2 - 0.1)  # the end writes sooner
+    assert not lightrag_adapter._write_due(since_s=1000.0, took_s=2.0, left_s=0.0)  # the last batch: the end writes
+
+
 class Recording(LocalEmbedder):
     def __init__(self) -> None:
         super().__init__()
@@ -314,6 +323,40 @@ class Recording(LocalEmbedder):
     async def embed(self, texts: list[str], *, query: bool = False):
         self.texts.extend(texts)
         return await super().embed(texts, query=query)
+
+
+async def test_each_batch_is_embedded_as_it_ends_not_held_to_the_write(tmp_path: Path, extractor: LocalExtractor, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no write due between batches, a batch's vectors are still embedded before the next
+    one starts (held to the write, the work of every batch since the last write was left to the
+    end of the run); a head embedded once is not embedded again when a later batch mentions its
+    item (HiveServer2's head is page:1's fragment: page:2 keeps it); and what rebuilds each
+    vector is found from the extractions noted as the upsert ran, with no cached one parsed."""
+    seen: list[str] = []
+
+    class Noting(Recording):
+        async def embed(self, texts: list[str], *, query: bool = False):
+            seen.extend(texts)
+            return await super().embed(texts, query=query)
+
+    parsed: list[str] = []
+
+    async def counted(*args, real=lightrag_adapter._parse_extraction, **kwargs):
+        parsed.append(args[2])
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(lightrag_adapter, "WRITE_SPACING", 10**6)
+    monkeypatch.setattr(lightrag_adapter, "_parse_extraction", counted)
+    recording = Noting()
+    settings = LightRAGSettings(workspace="test", insert_batch_size=1)
+    async with LightRAGIndex(settings, tmp_path, recording, extractor) as index:
+        await index.upsert(DOCS, on_progress=lambda done: seen.append(f"{done} done"))
+        entity = await index._rag.entities_vdb.get_by_id(compute_mdhash_id("HiveServer2", prefix="ent-"))
+    for number, doc in enumerate(DOCS[:2], start=1):
+        assert seen.index(doc.text) < seen.index(f"{number} done")
+    assert GRAPH_FIELD_SEP in entity["content"]  # merged from both pages, upserted by both batches
+    heads = [text for text in recording.texts if text not in {doc.text for doc in DOCS}]
+    assert heads and len(heads) == len(set(heads)), "a head was embedded twice"
+    assert parsed == []
 
 
 async def test_entities_and_relations_are_embedded_by_name_and_description_head(tmp_path: Path, extractor: LocalExtractor) -> None:
