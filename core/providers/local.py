@@ -608,9 +608,10 @@ class _Attributes:
     matcher, trying its 179 patterns on every token, took 7.6 CPU-seconds, this 1.9 (and the
     lemmatizer, now asked for one verb a sentence, 2.5: the whole extraction 43.9 → 34.4). Its
     patterns read a token's tag, lower-case form, dependency label (never set without a parser)
-    and whether it is a space; which of them match is worked out once per distinct token. The few patterns of several tokens are tried where their first token matches. Built
-    from the ruler's own patterns, applied in its order (a later pattern wins); a pattern that
-    reads anything else raises :class:`_Unreadable`."""
+    and whether it is a space; which of them match is worked out once per distinct token. The
+    few patterns of several tokens are tried where their first token matches. Built from the
+    ruler's own patterns, applied in its order (a later pattern wins); a pattern that reads
+    anything else raises :class:`_Unreadable`."""
 
     _READ: ClassVar[dict[str, Callable[[Any], Any]]] = {
         "TAG": lambda t: t.tag_, "LOWER": lambda t: t.lower_, "DEP": lambda t: t.dep_, "IS_SPACE": lambda t: t.is_space,
