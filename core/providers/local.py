@@ -297,12 +297,6 @@ class LocalExtractor:
                 self._attributes(doc)
         return docs
 
-    def _yake(self, text: str, top: int) -> list[str]:
-        import yake
-
-        extractor = yake.KeywordExtractor(lan="en", n=3, top=top, dedupLim=0.7)
-        return [phrase for phrase, _score in extractor.extract_keywords(text)]
-
     def _lemma(self, token: Any) -> str:
         """``token``'s lemma, as the pipeline's lemmatizer would have set it."""
         if token.lemma:  # the attribute ruler's
@@ -315,6 +309,12 @@ class LocalExtractor:
 
             self._kiwi = Kiwi()
         return self._kiwi
+
+    def _yake(self, text: str, top: int) -> list[str]:
+        import yake
+
+        extractor = yake.KeywordExtractor(lan="en", n=3, top=top, dedupLim=0.7)
+        return [phrase for phrase, _score in extractor.extract_keywords(text)]
 
     # -- mentions -------------------------------------------------------------------------------
 
