@@ -623,17 +623,19 @@ class LightRAGIndex:
             on_progress(done)  # the last report waits for the last write
 
     async def _prefetch(self, batches: Sequence[Sequence[IndexDocument]]) -> None:
-        """Tell the extractor which chunk texts LightRAG is about to ask about (chunked as it will)."""
+        """Tell the extractor which chunk texts LightRAG is about to ask about: chunked as it will,
+        from the text as it cleans it on insert, and each chunk as its prompt cleans it again (an
+        HTML entity resolved in the text shifts where the chunks end)."""
         settings = self._settings
 
         def chunk_texts() -> list[str]:
             tokenizer = self._rag.tokenizer
             return [
-                chunk["content"].strip()
+                sanitize_text_for_encoding(chunk["content"])
                 for batch in batches
                 for doc in batch
                 for chunk in chunking_by_token_size(
-                    tokenizer, doc.text, None, False, settings.chunk_overlap_token_size, settings.chunk_token_size
+                    tokenizer, sanitize_text_for_encoding(doc.text), None, False, settings.chunk_overlap_token_size, settings.chunk_token_size
                 )
             ]
 
