@@ -614,9 +614,10 @@ class LightRAGIndex:
                     await self._raise_on_failures(ids)
                     left = len(batches) - number - 1
                     await checkpoint(left * (time.monotonic() - started) / (number + 1))
-                done += len(part)
-                if on_progress is not None and done < len(docs):
+                # Reported once its vectors are computed: as this batch went in, the last one's were.
+                if on_progress is not None and 0 < done < len(docs):
                     on_progress(done)
+                done += len(part)
             if removals:  # nothing was indexed to carry them
                 await self._delete(removals)
         if on_progress is not None and docs:
@@ -815,37 +816,56 @@ class LightRAGIndex:
                     await asyncio.to_thread(self._save_heads)
             last.update(written=time.monotonic(), took=time.monotonic() - started)
 
+        embedding: list[asyncio.Task[None]] = []  # the last batch's vectors, while the next one is inserted
+
+        async def embedded() -> None:
+            while embedding:
+                await embedding.pop()
+
         async def checkpoint(left_s: float) -> None:
-            await self._embed_pending()
+            await embedded()
             if pending and _write_due(time.monotonic() - last["written"], last["took"], left_s):
-                await flush()
+                await flush()  # embeds what it writes
+            else:
+                embedding.append(asyncio.create_task(self._embed_pending()))
 
         for storage in storages:
             storage.index_done_callback = deferred(storage)  # type: ignore[method-assign]
         try:
             yield checkpoint
         finally:
+            # What failed to embed stays held back: the write embeds it, or says why it cannot.
+            await asyncio.gather(*embedding, return_exceptions=True)
             for storage in storages:
                 del storage.index_done_callback  # the class's own method again
             await flush()
 
     async def _embed_pending(self) -> None:
-        """Embed the rows the file vector stores hold back for their next write, into their
-        matrices (not yet to disk). Held back to the write, each write embedded all the work since
-        the last one, and the last took 19 s of the last tenth's 24 s in the Hive + MuSiQue run
-        (its first tenth indexed 2.8 times as fast). An engine store writes what it holds back
-        whenever it flushes: only the rows it buffered, so nothing there grows with the index."""
+        """Embed the rows the file vector stores hold back for their next write, each vector kept
+        with its row as a read of the row keeps it (the write embeds none of them again). Held back
+        to the write, each write embedded all the work since the last one, and the last took 19 s
+        of the last tenth's 24 s in the Hive + MuSiQue run (its first tenth indexed 2.8 times as
+        fast). A store's lock is held only to list its rows, so the next batch goes in (its records
+        merged on this thread) while these are embedded on others; a row upserted again meanwhile
+        is a new row, embedded later. An engine store writes what it holds back whenever it
+        flushes: only the rows it buffered, so nothing there grows with the index."""
         rag = self._rag
         stores = [s for s in (rag.entities_vdb, rag.relationships_vdb, rag.chunks_vdb) if isinstance(s, NanoVectorDBStorage)]
 
-        async def embed(storage: Any) -> None:  # as its write does, short of saving (1.5.7's internals)
+        async def embed(storage: Any) -> None:  # the rows its write would embed (1.5.7's internals)
             async with storage._storage_lock:
-                storage._reload_client_from_disk_locked(for_write=True)
-                await storage._flush_pending_locked()
+                rows = [row for row in storage._pending_upserts.values() if row.vector is None]
+            size = storage._max_batch_size
+            batches = [rows[start : start + size] for start in range(0, len(rows), size)]
+            vectors = await asyncio.gather(*(storage.embedding_func([row.record["content"] for row in batch], context="document") for batch in batches))
+            for batch, found in zip(batches, vectors, strict=True):
+                if len(found) != len(batch):
+                    raise IndexError_(f"the embedder returned {len(found)} vectors for {len(batch)} texts")
+                for row, vector in zip(batch, found, strict=True):
+                    row.vector = vector
 
         results = await asyncio.gather(*(embed(s) for s in stores), return_exceptions=True)
-        self._row_docs.clear()  # the rows changed
-        if failed := _first_failure(results):  # what was held back stays held back: the write tries again
+        if failed := _first_failure(results):  # what was not embedded stays held back: the write tries again
             raise IndexError_(f"LightRAG could not embed its rows: {failed}") from failed
 
     # -- reads ----------------------------------------------------------------------------------
