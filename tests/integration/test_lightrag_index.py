@@ -359,6 +359,39 @@ async def test_each_batch_is_embedded_as_it_ends_not_held_to_the_write(tmp_path:
     assert parsed == []
 
 
+class FailsOn(LocalEmbedder):
+    """Fails every call that embeds ``text`` (while ``failing``)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text, self.failing = text, True
+
+    async def embed(self, texts: list[str], *, query: bool = False):
+        if self.failing and self.text in texts:
+            raise RuntimeError("embedding service unavailable")
+        return await super().embed(texts, query=query)
+
+
+async def test_a_batch_that_cannot_be_embedded_fails_the_upsert_and_loses_nothing(
+    tmp_path: Path, extractor: LocalExtractor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second batch's vectors fail as the third goes in: the upsert says so, what the first
+    write held stays, and the next upsert indexes the rest."""
+    monkeypatch.setattr(lightrag_adapter, "WRITE_SPACING", 10**6)  # only the first batch is written before the end
+    settings = LightRAGSettings(workspace="test", insert_batch_size=1)
+    failing = FailsOn(DOCS[1].text)
+    async with LightRAGIndex(settings, tmp_path, failing, extractor) as index:
+        with pytest.raises(IndexError_, match="embedding service unavailable"):
+            await index.upsert(DOCS)
+    failing.failing = False
+    async with LightRAGIndex(settings, tmp_path, failing, extractor) as index:
+        assert "page:1" in await index.indexed_doc_ids()
+        await index.upsert(DOCS)
+        assert await index.indexed_doc_ids() == {doc.doc_id for doc in DOCS}
+        results = await index.query("Where does the Hive Metastore store table schemas?", top_k=3)
+    assert "page:2" in {hit.doc_id for hit in results.chunks}
+
+
 async def test_entities_and_relations_are_embedded_by_name_and_description_head(tmp_path: Path, extractor: LocalExtractor) -> None:
     recording = Recording()
     long_page = " ".join(f"HiveServer2 serves JDBC clients of the Metastore in deployment number {n}." for n in range(30))
