@@ -857,7 +857,9 @@ class LightRAGIndex:
                 rows = [row for row in storage._pending_upserts.values() if row.vector is None]
             size = storage._max_batch_size
             batches = [rows[start : start + size] for start in range(0, len(rows), size)]
-            vectors = await asyncio.gather(*(storage.embedding_func([row.record["content"] for row in batch], context="document") for batch in batches))
+            vectors = await asyncio.gather(
+                *(storage.embedding_func([row.record["content"] for row in batch], context="document") for batch in batches)
+            )
             for batch, found in zip(batches, vectors, strict=True):
                 if len(found) != len(batch):
                     raise IndexError_(f"the embedder returned {len(found)} vectors for {len(batch)} texts")
