@@ -325,12 +325,15 @@ class Recording(LocalEmbedder):
         return await super().embed(texts, query=query)
 
 
-async def test_each_batch_is_embedded_as_it_ends_not_held_to_the_write(tmp_path: Path, extractor: LocalExtractor, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_each_batch_is_embedded_as_the_next_goes_in_not_held_to_the_write(
+    tmp_path: Path, extractor: LocalExtractor, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """With no write due between batches, a batch's vectors are still embedded as the next one
     is inserted, and its progress reported once they are (held to the write, the work of every
-    batch since the last write was left to the end of the run); a head embedded once is not embedded again when a later batch mentions its
-    item (HiveServer2's head is page:1's fragment: page:2 keeps it); and what rebuilds each
-    vector is found from the extractions noted as the upsert ran, with no cached one parsed."""
+    batch since the last write was left to the end of the run); a head embedded once is not
+    embedded again when a later batch mentions its item (HiveServer2's head is page:1's fragment:
+    page:2 keeps it); and what rebuilds each vector is found from the extractions noted as the
+    upsert ran, with no cached one parsed."""
     seen: list[str] = []
 
     class Noting(Recording):
