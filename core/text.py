@@ -3,6 +3,7 @@ titles as paths name them."""
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -44,7 +45,7 @@ def cut(text: str, start: int, max_tokens: int) -> int:
     :func:`estimate_tokens` counts) ends: after its last whole paragraph when that keeps at least
     half the budget, else after its last whole line, else after its last whole token. A part holds
     at least one token, so paging through always advances; the rest of ``text`` when it fits."""
-    ends = [m.end() for _, m in zip(range(max_tokens + 1), _TOKEN.finditer(text, start))]
+    ends = [m.end() for m in itertools.islice(_TOKEN.finditer(text, start), max_tokens + 1)]
     if len(ends) <= max_tokens:
         return len(text)
     window = text[start : ends[max_tokens - 1]]

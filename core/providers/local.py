@@ -16,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import math
+import mmap
 import multiprocessing
 import os
 import re
@@ -211,13 +213,34 @@ def _mapped(table: np.ndarray, directory: Path) -> np.ndarray:
             try:
                 with partial.open("wb") as file:
                     np.save(file, table)
+                    os.fsync(file.fileno())  # written out, so its cached pages can be let go (_rows_of)
                 os.replace(partial, path)
             finally:
                 partial.unlink(missing_ok=True)  # a write cut short leaves nothing behind
-        mapped = np.load(path, mmap_mode="r")
+        mapped = _rows_of(path)
     except (OSError, ValueError):
         return table
     return mapped if mapped.shape == table.shape and mapped.dtype == table.dtype else table
+
+
+def _rows_of(path: Path) -> np.ndarray:
+    """The array saved at ``path``, mapped read-only, its pages read only as rows are read.
+
+    The kernel caches a file read ahead (or written) in blocks of up to 2 MiB and maps a cached
+    block whole into a process that reads any byte of it: a server embedding a few hundred query
+    tokens held 48 of the table's 65 MiB. So the file's cached pages that no process maps are let
+    go first, and this map reads without read-ahead: each page is cached and mapped alone. (A
+    process that reads every row, the indexer, pays about 0.3 s more once.)"""
+    with path.open("rb") as file:
+        version = np.lib.format.read_magic(file)
+        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, fortran_order, dtype = read_header(file)
+        if fortran_order:
+            raise ValueError(f"{path} holds a Fortran-ordered array")
+        os.posix_fadvise(file.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        pages = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+        pages.madvise(mmap.MADV_RANDOM)
+        return np.frombuffer(pages, dtype=dtype, count=math.prod(shape), offset=file.tell()).reshape(shape)
 
 
 def _clean_name(raw: str) -> str:

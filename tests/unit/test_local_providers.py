@@ -346,19 +346,40 @@ async def test_embedder_reads_its_token_table_from_one_unpacked_file(tmp_path: P
     mapped = LocalEmbedder(unpacked=tmp_path / "models")
     np.testing.assert_array_equal(await mapped.embed(texts), held)
     table = mapped._model._model.table
-    assert isinstance(table, np.memmap) and not table.flags.writeable
+    assert not table.flags.owndata and not table.flags.writeable
     (unpacked,) = (tmp_path / "models").iterdir()
-    assert Path(table.filename) == unpacked
+    assert _resident_kib(unpacked) is not None  # the file is what is mapped
     again = LocalEmbedder(unpacked=tmp_path / "models")  # the next process maps the same file
     np.testing.assert_array_equal(await again.embed(texts), held)
     assert list((tmp_path / "models").iterdir()) == [unpacked]
+
+
+async def test_embedder_maps_only_the_pages_of_the_rows_it_reads(tmp_path: Path) -> None:
+    """Writing the table leaves it cached in large blocks, each mapped whole on a first read: a
+    query's few tokens would hold megabytes of it resident."""
+    embedder = LocalEmbedder(unpacked=tmp_path / "models")
+    await embedder.embed(["Apache Hive keeps table metadata in the metastore"])  # 11 tokens: 11 rows read
+    (unpacked,) = (tmp_path / "models").iterdir()
+    resident = _resident_kib(unpacked)
+    assert resident is not None and resident <= 11 * 64, f"{resident} KiB of the table resident"  # a page each (64 KiB: fault-around)
+
+
+def _resident_kib(path: Path) -> int | None:
+    """This process's resident KiB of its mappings of ``path`` (None: not mapped)."""
+    resident, inside = None, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        if line[:1].isdigit() or line[:1] in "abcdef" and "-" in line.split(" ", 1)[0]:
+            inside = line.endswith(str(path))
+        elif inside and line.startswith("Rss:"):
+            resident = (resident or 0) + int(line.split()[1])
+    return resident
 
 
 async def test_embedder_holds_its_token_table_when_the_directory_cannot_be_written(tmp_path: Path) -> None:
     (tmp_path / "models").write_text("a file where the directory should be")
     embedder = LocalEmbedder(unpacked=tmp_path / "models")
     vectors = await embedder.embed(["Apache Hive"])
-    assert vectors.shape == (1, 512) and not isinstance(embedder._model._model.table, np.memmap)
+    assert vectors.shape == (1, 512) and embedder._model._model.table.base is None  # unpacked in memory
 
 
 def test_embedder_needs_a_stream() -> None:
