@@ -243,9 +243,11 @@ def _rows_of(path: Path) -> np.ndarray:
         shape, fortran_order, dtype = read_header(file)
         if fortran_order:
             raise ValueError(f"{path} holds a Fortran-ordered array")
-        os.posix_fadvise(file.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        if hasattr(os, "posix_fadvise"):  # Linux; elsewhere the map reads as the system reads it
+            os.posix_fadvise(file.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
         pages = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
-        pages.madvise(mmap.MADV_RANDOM)
+        if hasattr(mmap, "MADV_RANDOM"):
+            pages.madvise(mmap.MADV_RANDOM)
         return np.frombuffer(pages, dtype=dtype, count=math.prod(shape), offset=file.tell()).reshape(shape)
 
 
