@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -394,11 +395,14 @@ async def test_embedder_maps_only_the_pages_of_the_rows_it_reads(tmp_path: Path)
     assert resident is not None and resident <= 11 * 64, f"{resident} KiB of the table resident"  # a page each (64 KiB: fault-around)
 
 
+_MAPPING = re.compile(r"[0-9a-f]+-[0-9a-f]+ ")
+
+
 def _resident_kib(path: Path) -> int | None:
     """This process's resident KiB of its mappings of ``path`` (None: not mapped)."""
     resident, inside = None, False
     for line in Path("/proc/self/smaps").read_text().splitlines():
-        if line[:1].isdigit() or line[:1] in "abcdef" and "-" in line.split(" ", 1)[0]:
+        if _MAPPING.match(line):  # a mapping's header line: "start-end perms offset dev inode path"
             inside = line.endswith(str(path))
         elif inside and line.startswith("Rss:"):
             resident = (resident or 0) + int(line.split()[1])
