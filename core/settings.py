@@ -83,6 +83,9 @@ class LightRAGSettings(BaseModel):
     extraction_workers: int = Field(
         2, ge=0, description="Processes that run the offline entity extraction while indexing (0: in the indexing process)."
     )
+    embedding_workers: int = Field(
+        2, ge=0, description="Processes that run the offline embedder's passes over passages while indexing (0: threads in the indexing process)."
+    )
     storage: Literal["files", "production"] = Field(
         "files",
         description="Where the index lives: `files` (JSON and GraphML files in the index directory, loaded whole; the "

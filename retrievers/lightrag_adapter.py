@@ -333,8 +333,8 @@ class LightRAGIndex:
                 **kw,
             )
 
-        async def embed(texts: list[str], **_kw: Any) -> Any:
-            return await embedder.embed(list(texts))
+        async def embed(texts: list[str], context: str = "document", **_kw: Any) -> Any:
+            return await embedder.embed(list(texts), query=context == "query")
 
         modest = RoleLLMConfig(max_async=2, timeout=600)  # 2 cores; explicit so env vars cannot raise it
         kv, vectors, graph, status = FILE_STORAGES if self._engines is None else ENGINE_STORAGES
@@ -539,6 +539,8 @@ class LightRAGIndex:
             await self._rag.finalize_storages()
         finally:
             await asyncio.to_thread(self._extractor.close)
+            if (close_embedder := getattr(self._embedder, "close", None)) is not None:  # one with workers
+                await asyncio.to_thread(close_embedder)
             self._open.remove(self)
             finalize_share_data()  # forget this workspace's in-memory state
             self._rag = None

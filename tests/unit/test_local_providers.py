@@ -21,7 +21,7 @@ from core.errors import ConfigurationError
 from core.providers.base import Ahead, Embedder, Extraction, Extractor
 from core.providers.pooling import SharedTails
 from core.providers import local
-from core.providers.local import LocalEmbedder, LocalExtractor, RegexTokenizer, _Attributes, _clean_name, _noun_runs, _Unreadable
+from core.providers.local import LocalEmbedder, LocalExtractor, RegexTokenizer, _Attributes, _clean_name, _noun_runs, _Unreadable, _worker_of
 from retrievers.lightrag_records import COMPLETION_DELIMITER, TUPLE_DELIMITER, local_llm_func, render_extraction
 
 SAMPLE = (
@@ -252,9 +252,9 @@ async def test_hostile_fields_parse_back_intact(caplog: pytest.LogCaptureFixture
     assert {"Relation", "Entity", "Relationship"} <= set(nodes)
 
 
-def test_record_words_are_not_entity_names(extractor: LocalExtractor) -> None:
+def test_record_words_are_not_entity_names() -> None:
     text = "J is the relation representing Join output and R1 is the relation involved."
-    rendered = render_extraction(extractor.extract(text))
+    rendered = render_extraction(LocalExtractor(key_phrases=10).extract(text))  # "relation": YAKE's 8th phrase
     d = TUPLE_DELIMITER
     assert f"{d}relation{d}" not in rendered
     assert f"entity{d}Relation{d}" in rendered  # "<|#|>relation<|#|>" would split a record
@@ -419,6 +419,34 @@ async def test_embedder_holds_its_token_table_when_the_directory_cannot_be_writt
 def test_embedder_needs_a_stream() -> None:
     with pytest.raises(ValueError, match="at least one stream"):
         LocalEmbedder(streams=0)
+    with pytest.raises(ValueError, match="fewer than none"):
+        LocalEmbedder(workers=-1)
+
+
+async def test_passages_embedded_in_worker_processes_are_those_embedded_here(tmp_path: Path) -> None:
+    line = "Apache Hive keeps the metadata of every table and partition in the metastore database, read over Thrift"
+    texts = [f"Entity {n}\n{line}" for n in range(6)] + [f"uses\tHive\nMetastore {n}\n{line}" for n in range(3)]
+    texts += ["HiveServer2 serves JDBC clients.", "# Metastore\n\n" + "The metastore holds schemas. " * 60, "하이브 메타스토어"]
+    here = await LocalEmbedder(unpacked=tmp_path / "models").embed(texts)
+    embedder = LocalEmbedder(unpacked=tmp_path / "models", workers=2)
+    try:
+        np.testing.assert_allclose(await embedder.embed(texts), here, atol=1e-5)
+        assert embedder._model is None  # the passages were embedded by the workers alone
+        assert len(embedder._workers) == 2
+        workers = embedder._workers
+        await embedder.embed(["What keeps the metastore?"], query=True)
+        assert embedder._model is not None and embedder._workers == workers  # a query is embedded here
+        embedder.close()
+        assert embedder._workers == []
+        np.testing.assert_allclose(await embedder.embed(texts[::-1]), here[::-1], atol=1e-5)  # workers again after close
+    finally:
+        embedder.close()
+
+
+def test_a_shared_last_line_is_always_embedded_by_the_same_worker() -> None:
+    line = "the sentence that describes all of these entities, long enough to be shared"
+    assert len({_worker_of(f"Entity {n}\n{line}", n, 2) for n in range(20)}) == 1
+    assert {_worker_of("no lines here", n, 2) for n in range(4)} == {0, 1}  # the rest in turn
 
 
 def test_entity_names_lose_list_bullets_and_wrapping_punctuation() -> None:
