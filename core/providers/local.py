@@ -191,6 +191,7 @@ class LocalEmbedder:
         self._unpacked = unpacked
         self._workers: list[ProcessPoolExecutor] = []
         self._worker_count = workers
+        self._starting = threading.Lock()  # not the model's: a query loading it must not hold up the workers
         self._model: Any = None
         self._tails: SharedTails | None = None
         self._loading = threading.Lock()
@@ -228,7 +229,7 @@ class LocalEmbedder:
         return await self._embed_in_workers(list(texts))
 
     async def _embed_in_workers(self, texts: list[str]) -> np.ndarray:
-        with self._loading:
+        with self._starting:
             if not self._workers:  # spawn: clean processes, not forks of one that runs threads
                 context = multiprocessing.get_context("spawn")
                 self._workers = [ProcessPoolExecutor(1, mp_context=context) for _ in range(self._worker_count)]
@@ -247,7 +248,7 @@ class LocalEmbedder:
 
     def close(self) -> None:
         """Stop the worker processes (they start again on the next passage)."""
-        with self._loading:
+        with self._starting:
             workers, self._workers = self._workers, []
         for worker in workers:
             worker.shutdown(wait=True, cancel_futures=True)
