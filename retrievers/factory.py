@@ -20,8 +20,8 @@ def providers(settings: Settings, usage: Usage | None = None) -> tuple[Embedder,
         from core.providers.gemini import GeminiEmbedder, GeminiExtractor  # the SDK is loaded only when it is used
 
         return GeminiEmbedder(settings.gemini, usage), GeminiExtractor(settings.gemini, usage)
-    workers = settings.lightrag
-    return LocalEmbedder(unpacked=settings.models_dir, workers=workers.embedding_workers), LocalExtractor(workers=workers.extraction_workers)
+    lightrag = settings.lightrag
+    return LocalEmbedder(unpacked=settings.models_dir, workers=lightrag.embedding_workers), LocalExtractor(workers=lightrag.extraction_workers)
 
 
 def semantic_index(
