@@ -56,6 +56,7 @@ import asyncio
 import contextlib
 import contextvars
 import dataclasses
+import functools
 import gc
 import hashlib
 import json
@@ -81,6 +82,7 @@ from core.settings import LightRAGSettings, Neo4jSettings, PostgresSettings
 from core.telemetry import span
 from retrievers.base import ChunkHit, GraphHit, IndexDocument, Neighbourhood, RawResults
 from retrievers.lexical import LexicalEntry, LexicalIndex
+from retrievers.lightrag_locks import SingleProcessKeyedLocks
 from retrievers.lightrag_records import local_llm_func
 
 
@@ -115,6 +117,8 @@ WRITE_SPACING = 10
 DESCRIPTION_HEAD = 150
 #: the vectors of this many entity and relation heads are kept while indexing (2 KiB each)
 HEAD_VECTORS = 32_768
+#: the texts LightRAG's parse of extraction records normalises, the last this many kept
+NORMALISED_KEPT = 65_536
 #: the extractions of this many chunks are kept while indexing, for what rebuilds each vector
 EXTRACTIONS_KEPT = 20_000
 #: LightRAG's storages per profile: (key-value, vectors, graph, document status)
@@ -196,6 +200,7 @@ with _contained_import():
     from lightrag.utils import EmbeddingFunc, Tokenizer, compute_mdhash_id, make_relation_chunk_key, make_relation_vdb_ids
     from lightrag.utils import sanitize_text_for_encoding
     from lightrag.utils import logger as _lightrag_logger
+    import lightrag.kg.shared_storage as _lightrag_shared
 
 # A page copied into another space has the text of the original and permissions of its own; LightRAG
 # would refuse it as a duplicate (its content-hash dedup at enqueue). Without a hash there is none.
@@ -245,6 +250,14 @@ async def _extract_entities_noted(*args: Any, **kwargs: Any) -> Any:
 
 
 _lightrag_main.extract_entities = _extract_entities_noted
+
+# LightRAG normalises every name, type and description it parses, with pure functions of the text.
+# Names and types recur from chunk to chunk and a relation's description is its sentence, shared by
+# the relations it states: each distinct text is normalised once while it is among the last few.
+_lightrag_operate.normalize_entity_name = functools.lru_cache(maxsize=NORMALISED_KEPT)(_lightrag_operate.normalize_entity_name)
+_lightrag_operate.sanitize_and_normalize_extracted_text = functools.lru_cache(maxsize=NORMALISED_KEPT)(
+    _lightrag_operate.sanitize_and_normalize_extracted_text
+)
 
 for _handler in list(_lightrag_logger.handlers):
     _lightrag_logger.removeHandler(_handler)
@@ -381,6 +394,7 @@ class LightRAGIndex:
         try:
             with self._engine_environment():
                 self._rag = self._build()
+                _use_single_process_locks()
                 _embed_description_heads(self._rag)
                 if self._queries_only and self._engines is None:
                     for name in NOT_FOR_QUERIES:
@@ -1284,6 +1298,14 @@ def _pack_for_queries(rag: Any) -> None:
     graph_storage._graph = graph
     for table, data in zip(tables, rows, strict=True):
         table["data"] = data
+
+
+def _use_single_process_locks() -> None:
+    """LightRAG's keyed locks taken as :class:`SingleProcessKeyedLocks` when its shared data serves
+    this process alone (as ``LightRAG()`` sets it up); with workers it keeps its own."""
+    table = _lightrag_shared._storage_keyed_lock
+    if _lightrag_shared._is_multiprocess is False and not isinstance(table, SingleProcessKeyedLocks):
+        _lightrag_shared._storage_keyed_lock = SingleProcessKeyedLocks(table)
 
 
 def _embed_description_heads(rag: Any) -> None:

@@ -21,6 +21,7 @@ from core.errors import ConfigurationError
 from core.providers.base import Ahead, Embedder, Extraction, Extractor
 from core.providers.pooling import SharedTails
 from core.providers import local
+from tests.conftest import CORPUS
 from core.providers.local import LocalEmbedder, LocalExtractor, RegexTokenizer, _Attributes, _clean_name, _noun_runs, _Unreadable, _worker_of
 from retrievers.lightrag_records import COMPLETION_DELIMITER, TUPLE_DELIMITER, local_llm_func, render_extraction
 
@@ -292,8 +293,32 @@ def test_tokenizer_round_trips(text: str) -> None:
     assert tokenizer.decode(tokenizer.encode(text)) == text
 
 
+def test_key_phrases_of_equal_score_come_out_the_same_in_every_extractor() -> None:
+    # two of this page's phrases score alike at the edge of the top six; yake-rust orders them by
+    # hash tables seeded anew for each instance (20 instances saw both orders before the fix)
+    page = (CORPUS / "pages" / "hive-metadata-caching-proposal_69407514.md").read_text()
+    start = page.index(". One potential optimization is we evict cache")
+    end = page.index("in addition to our current approach.", start) + len("in addition to our current approach.")
+    plain = local.prose(page[start:end])  # one of the chunks the index cuts from it
+    found = {tuple(LocalExtractor()._yake(plain, local.KEY_PHRASES)) for _ in range(20)}
+    assert len(found) == 1
+    assert {"implement alternative cache", "lightweight cache layer"} <= set(LocalExtractor()._yake(plain, 12))
+
+
 def test_tokenizer_counts_words_and_punctuation() -> None:
     assert len(RegexTokenizer().encode("Set hive.exec.parallel=true.")) == 9
+
+
+def test_tokenizer_ids_are_the_same_remembered_or_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = "Hive on Tez: Hive keeps Hive's tables; 하이브 keeps them too."
+    tokenizer = RegexTokenizer()
+    first = tokenizer.encode(text)
+    assert first == tokenizer.encode(text)  # from the ids remembered
+    assert first[4] == first[6] == int.from_bytes(b"\x01 Hive", "big") != first[0]  # a piece's id is its bytes
+    monkeypatch.setattr(local, "_TOKEN_IDS", {})
+    monkeypatch.setattr(local, "TOKEN_IDS_KEPT", 3)
+    assert tokenizer.encode(text) == first  # at the bound, those remembered are forgotten
+    assert len(local._TOKEN_IDS) <= 3
 
 
 async def test_embedder_is_lazy_and_512_wide() -> None:
