@@ -118,7 +118,7 @@ DESCRIPTION_HEAD = 150
 #: the vectors of this many entity and relation heads are kept while indexing (2 KiB each)
 HEAD_VECTORS = 32_768
 #: the texts LightRAG's parse of extraction records normalises, the last this many kept
-NORMALISED_KEPT = 65_536
+NORMALISED_KEPT = 8_192
 #: the extractions of this many chunks are kept while indexing, for what rebuilds each vector
 EXTRACTIONS_KEPT = 20_000
 #: LightRAG's storages per profile: (key-value, vectors, graph, document status)
