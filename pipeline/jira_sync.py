@@ -11,10 +11,8 @@ for every text not yet converted (wiki markup or ADF, in worker processes: jira2
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 import os
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -22,6 +20,7 @@ from rich.console import Console
 
 from core.models import Issue, JiraPermissions, Project
 from core.settings import Settings
+from core.workers import worker_pool
 from pipeline.issues import placed_issues
 from pipeline.raw_store import Changes, RawStore, StoredIssue
 from pipeline.sources.jira_rest import JiraRestSource
@@ -91,7 +90,7 @@ async def convert_issues(settings: Settings, store: RawStore, report: JiraReport
             report.converted += 1
     else:
         loop = asyncio.get_running_loop()
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        with worker_pool(workers) as pool:
             pending = [(stored, loop.run_in_executor(pool, issue_markdown, *_markdown_args(stored))) for stored in todo]
             for stored, converted in pending:
                 await store.save_issue_markdown(stored.listed.key, stored.body_updated or "", await converted)

@@ -18,7 +18,6 @@ import functools
 import hashlib
 import math
 import mmap
-import multiprocessing
 import os
 import re
 import threading
@@ -33,6 +32,7 @@ import numpy as np
 from core.ids import ISSUE_KEY
 from core.providers.base import Ahead, Entity, Extraction, Relation
 from core.providers.pooling import SharedTails
+from core.workers import worker_pool
 
 _HANGUL = re.compile(r"[\uac00-\ud7a3]")
 # Technical identifiers: dotted names (hive.exec.parallel, hive-site.xml), CamelCase with an inner
@@ -246,9 +246,8 @@ class LocalEmbedder:
 
     async def _embed_in_workers(self, texts: list[str]) -> np.ndarray:
         with self._starting:
-            if not self._workers:  # spawn: clean processes, not forks of one that runs threads
-                context = multiprocessing.get_context("spawn")
-                self._workers = [ProcessPoolExecutor(1, mp_context=context) for _ in range(self._worker_count)]
+            if not self._workers:
+                self._workers = [worker_pool(1) for _ in range(self._worker_count)]
             workers = self._workers
         rows_of: list[list[int]] = [[] for _ in workers]
         for row, text in enumerate(texts):
@@ -362,9 +361,8 @@ class LocalExtractor:
         self._attributes: _Attributes | None = None
         self._kiwi: Any = None
         self._yake_rust: Any = None
-        # spawn: the workers start clean, not as forks of a process that runs threads
         self._ahead: Ahead[Extraction] = Ahead(
-            lambda: ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")),
+            lambda: worker_pool(workers),
             functools.partial(_extract_in_worker, key_phrases),
             batch=PIPE_BATCH,
         )

@@ -1,6 +1,7 @@
 """A ``wayfinder sync`` killed with SIGKILL at any point, then run again, converges to the stores
 an uninterrupted run leaves: the raw store, OpenFGA's tuples, Neo4j's pages and LightRAG's index
-all say what the site says, and one more run finds nothing to do."""
+all say what the site says, and one more run finds nothing to do. The killed sync's worker
+processes do not outlive it."""
 
 from __future__ import annotations
 
@@ -73,9 +74,30 @@ def _settings(env: dict[str, str]) -> Settings:
         return Settings()
 
 
-def _sync_killed_when(env: dict[str, str], ready) -> bool:
+def _children(pid: int) -> set[int]:
+    """The processes ``pid`` started that still run (Linux's /proc)."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state, parent = stat.read_text().rsplit(")", 1)[1].split()[:2]
+        except (OSError, IndexError):
+            continue
+        if int(parent) == pid and state != "Z":
+            found.add(int(stat.parent.name))
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _sync_killed_when(env: dict[str, str], ready, orphans: list[int]) -> bool:
     """Start ``wayfinder sync`` and SIGKILL it as soon as ``ready()`` holds; True if it was killed
-    before it could finish."""
+    before it could finish. The processes it had started and that still run 15 s after are added
+    to ``orphans``."""
     process = subprocess.Popen(
         [sys.executable, "-m", "cli", "sync"], cwd=REPO, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
@@ -83,8 +105,13 @@ def _sync_killed_when(env: dict[str, str], ready) -> bool:
         deadline = time.monotonic() + 300
         while process.poll() is None and time.monotonic() < deadline:
             if ready():
+                children = _children(process.pid)
                 process.send_signal(signal.SIGKILL)
                 process.wait(timeout=30)
+                gone_by = time.monotonic() + 15
+                while any(_running(child) for child in children) and time.monotonic() < gone_by:
+                    time.sleep(0.1)
+                orphans.extend(child for child in children if _running(child))
                 return True
             time.sleep(0.02)
         return False
@@ -104,10 +131,12 @@ async def test_a_killed_sync_resumes_to_the_same_stores(own):
         lambda: manifest.exists() and len(json.loads(manifest.read_text() or "{}")) >= 1,  # mid-indexing
     ]
     killed = 0
+    orphans: list[int] = []
     for ready in kills:
         emulator.requests.clear()
-        killed += _sync_killed_when(env, ready)
+        killed += _sync_killed_when(env, ready, orphans)
     assert killed >= 2, "the sync finished before it could be killed: the test tested nothing"
+    assert orphans == [], "worker processes outlived the sync that started them"
 
     async with RawStore.for_settings(settings) as store:
         report = await run_sync(settings, _source(settings), store, Console(quiet=True))
