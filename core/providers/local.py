@@ -445,10 +445,9 @@ class LocalExtractor:
             end = token.start + token.len
         return [(name, kind) for name, kind in found if len(name) >= 2]
 
-    def _mentions(self, sentence: Any, common: Set[str] = frozenset(), text: str | None = None) -> list[tuple[str, str]]:
-        """``(name, type)`` of every entity mentioned in one spaCy sentence, in order (``common``:
-        the words its text also writes in lower case; ``text``: its text, when the caller has it)."""
-        text = sentence.text if text is None else text
+    def _mentions(self, sentence: Any, text: str, common: Set[str]) -> list[tuple[str, str]]:
+        """``(name, type)`` of every entity mentioned in one spaCy sentence (its ``text``), in order
+        (``common``: the words the chunk also writes in lower case)."""
         found: list[tuple[int, str, str]] = []
         for match in _TECH_TOKEN.finditer(text):
             if match.group().upper() not in _TECH_STOPWORDS:
@@ -535,7 +534,7 @@ class LocalExtractor:
             for label in linked:
                 if label.casefold() in said.casefold():
                     note(label, "page", said, keys)
-            for name, kind in self._mentions(sentence, common, said):
+            for name, kind in self._mentions(sentence, said, common):
                 note(name, kind, said, keys)
             verbs = [] if _HANGUL.search(said) else [t for t in sentence if t.pos_ == "VERB"] or [t for t in sentence if t.pos_ == "AUX"]
             verb = self._lemma(verbs[0]).lower() if verbs else ""
