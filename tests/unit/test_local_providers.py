@@ -148,6 +148,22 @@ def test_tags_are_read_as_the_attribute_ruler_and_the_lemmatizer_read_them(extra
     assert [(t.pos_, t.tag_, str(t.morph), extractor._lemma(t)) for t in forgetful] == [(t.pos_, t.tag_, str(t.morph), t.lemma_) for t in expected]
 
 
+def test_the_tagger_multiplies_on_numpys_blas_in_one_thread(extractor: LocalExtractor, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every layer of the pipeline takes its matrix products from numpy, not from BLIS, and
+    tags as the reference pipeline does (the test above)."""
+    shapes: list[tuple[int, ...]] = []
+    matmul = np.matmul
+
+    def counted(a: np.ndarray, b: np.ndarray, **kwargs: object) -> np.ndarray:
+        shapes.append((*a.shape, *b.shape))
+        return matmul(a, b, **kwargs)
+
+    monkeypatch.setattr(np, "matmul", counted)
+    extractor._parsed([SAMPLE])
+    assert shapes and all(len(shape) == 4 for shape in shapes)
+    assert all(info["num_threads"] == 1 for info in threadpoolctl.threadpool_info() if info["user_api"] == "blas")
+
+
 def test_a_ruler_that_reads_more_runs_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
     class Ruler:
         patterns = [{"patterns": [[{"ORTH": "Hive", "TAG": "NNP"}]], "attrs": {"POS": "PROPN"}, "index": 0}]
