@@ -59,6 +59,7 @@ import dataclasses
 import functools
 import gc
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -258,6 +259,31 @@ _lightrag_operate.normalize_entity_name = functools.lru_cache(maxsize=NORMALISED
 _lightrag_operate.sanitize_and_normalize_extracted_text = functools.lru_cache(maxsize=NORMALISED_KEPT)(
     _lightrag_operate.sanitize_and_normalize_extracted_text
 )
+
+_merge_source_ids = _lightrag_operate.merge_source_ids
+
+
+def _merge_plain_source_ids(existing_ids: Iterable[str] | None, new_ids: Iterable[str] | None) -> list[str]:
+    """LightRAG's ``merge_source_ids`` (the chunk ids of an entity or relation, old then new, each
+    once, stripped), without its regular expression per id: an entity met in many chunks has all
+    its ids merged again at each merge. An id joined from several, or not a string, takes
+    LightRAG's own path for the whole merge."""
+    sequences = [list(ids) if ids else [] for ids in (existing_ids, new_ids)]
+    merged: list[str] = []
+    seen: set[str] = set()
+    for source_id in itertools.chain.from_iterable(sequences):
+        if not source_id:
+            continue
+        if not isinstance(source_id, str) or GRAPH_FIELD_SEP in source_id:
+            return _merge_source_ids(*sequences)
+        source_id = source_id.strip()
+        if source_id and source_id not in seen:
+            seen.add(source_id)
+            merged.append(source_id)
+    return merged
+
+
+_lightrag_operate.merge_source_ids = _merge_plain_source_ids
 
 for _handler in list(_lightrag_logger.handlers):
     _lightrag_logger.removeHandler(_handler)

@@ -328,9 +328,13 @@ def test_tokenizer_counts_words_and_punctuation() -> None:
 def test_tokenizer_ids_are_the_same_remembered_or_not(monkeypatch: pytest.MonkeyPatch) -> None:
     text = "Hive on Tez: Hive keeps Hive's tables; 하이브 keeps them too."
     tokenizer = RegexTokenizer()
+    tokenizer.encode(text).clear()  # the caller's list: not what is remembered of the text
+    hits = local._encoded.cache_info().hits
     first = tokenizer.encode(text)
-    assert first == tokenizer.encode(text)  # from the ids remembered
+    assert first and local._encoded.cache_info().hits == hits + 1  # the text's ids remembered whole
     assert first[4] == first[6] == int.from_bytes(b"\x01 Hive", "big") != first[0]  # a piece's id is its bytes
+    monkeypatch.setattr(local, "ENCODED_CHARS", 0)  # encoded piece by piece
+    assert tokenizer.encode(text) == first  # from the ids of the pieces remembered
     monkeypatch.setattr(local, "_TOKEN_IDS", {})
     monkeypatch.setattr(local, "TOKEN_IDS_KEPT", 3)
     assert tokenizer.encode(text) == first  # at the bound, those remembered are forgotten

@@ -1,0 +1,29 @@
+"""The adapter's merge of chunk ids gives what LightRAG's own ``merge_source_ids`` gives."""
+
+from __future__ import annotations
+
+import logging
+import random
+
+import pytest
+
+from retrievers import lightrag_adapter
+from retrievers.lightrag_adapter import GRAPH_FIELD_SEP
+
+merge_source_ids = lightrag_adapter._merge_source_ids  # LightRAG's own
+
+IDS = ["page:1-chunk-000", " page:1-chunk-001", "page:2-chunk-000 ", "", "  ", "page:1-chunk-000", f"page:3-chunk-000{GRAPH_FIELD_SEP}page:3-chunk-001", 7, None]
+
+
+def test_chunk_ids_merge_as_lightrag_merges_them(caplog: pytest.LogCaptureFixture) -> None:
+    assert lightrag_adapter._lightrag_operate.merge_source_ids is lightrag_adapter._merge_plain_source_ids  # what LightRAG's merges call
+    caplog.set_level(logging.ERROR)  # LightRAG warns of each id that is not a string
+    rng = random.Random(5)
+    for _ in range(3_000):
+        old, new = ([rng.choice(IDS) for _ in range(rng.randint(0, 6))] if rng.random() > 0.1 else None for _ in range(2))
+        assert lightrag_adapter._merge_plain_source_ids(old, new) == merge_source_ids(old, new), (old, new)
+    # an iterator is read once, whichever path takes it
+    joined = iter(["page:1-chunk-000", f"page:2-chunk-000{GRAPH_FIELD_SEP}page:2-chunk-001"])
+    assert lightrag_adapter._merge_plain_source_ids(joined, iter(["page:1-chunk-000"])) == [
+        "page:1-chunk-000", "page:2-chunk-000", "page:2-chunk-001"
+    ]
