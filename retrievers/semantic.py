@@ -507,7 +507,7 @@ def _near_duplicates_grouped(ranked: Sequence[_Ranked], known: dict[str, ChunkHi
 def _shingles(text: str) -> set[int]:
     """Hashes of the text's runs of three words, case and punctuation aside."""
     words = [w.casefold() for w in _WORD.findall(text)]
-    return {hash(tuple(words[i : i + 3])) for i in range(max(len(words) - 2, 0))}
+    return set(map(hash, zip(words, words[1:], words[2:], strict=False)))
 
 
 def _chunk_window(chunk: ChunkHit, limit: int) -> str:
