@@ -1,4 +1,4 @@
-"""The adapter's merge of chunk ids gives what LightRAG's own ``merge_source_ids`` gives."""
+"""How the adapter has LightRAG merge chunk ids and keep the vectors of its file stores."""
 
 from __future__ import annotations
 
@@ -27,3 +27,14 @@ def test_chunk_ids_merge_as_lightrag_merges_them(caplog: pytest.LogCaptureFixtur
     assert lightrag_adapter._merge_plain_source_ids(joined, iter(["page:1-chunk-000"])) == [
         "page:1-chunk-000", "page:2-chunk-000", "page:2-chunk-001"
     ]
+
+
+def test_file_vector_stores_keep_their_rows_vectors_stored_not_compressed() -> None:
+    import zlib
+
+    import numpy as np
+
+    vector = np.linspace(-1, 1, 512, dtype=np.float32).astype(np.float16).tobytes()
+    kept = lightrag_adapter._lightrag_nano.zlib.compress(vector)
+    assert kept == zlib.compress(vector, 0) != zlib.compress(vector)  # stored, in zlib's format
+    assert lightrag_adapter._lightrag_nano.zlib.decompress(kept) == vector
