@@ -626,7 +626,7 @@ class LightRAGIndex:
         if set(remove) & {doc.doc_id for doc in docs}:
             raise InvalidArgument("a document cannot be indexed and removed in one upsert")
         size = self._settings.insert_batch_size
-        slices = [docs[start : start + size] for start in range(0, len(docs), size)]
+        slices = _slices(docs, size)
         batches = [[doc for doc in part if not await self._unchanged(doc)] for part in slices]
         removals = list(remove)
         noted = _extracted_now.set({})
@@ -1342,6 +1342,21 @@ def _use_single_process_locks() -> None:
     table = _lightrag_shared._storage_keyed_lock
     if _lightrag_shared._is_multiprocess is False and not isinstance(table, SingleProcessKeyedLocks):
         _lightrag_shared._storage_keyed_lock = SingleProcessKeyedLocks(table)
+
+
+def _slices(docs: Sequence[IndexDocument], size: int) -> list[Sequence[IndexDocument]]:
+    """``docs`` in batches of ``size``, the first three an eighth, a quarter and a half of it. The
+    next batch is extracted while this one is merged and embedded, but the first has none before
+    it and its extraction waits on the workers' start: a small first batch starts the pipeline
+    sooner (the Hive space in process, side by side: 67.5 -> 65.7 s, 64.2 -> 63.1 s)."""
+    slices: list[Sequence[IndexDocument]] = []
+    start = 0
+    for length in itertools.chain((n for n in (size // 8, size // 4, size // 2) if n > 0), itertools.repeat(size)):
+        if start >= len(docs):
+            return slices
+        slices.append(docs[start : start + length])
+        start += length
+    return slices
 
 
 def _embed_description_heads(rag: Any) -> None:

@@ -38,3 +38,15 @@ def test_file_vector_stores_keep_their_rows_vectors_stored_not_compressed() -> N
     kept = lightrag_adapter._lightrag_nano.zlib.compress(vector)
     assert kept == zlib.compress(vector, 0) != zlib.compress(vector)  # stored, in zlib's format
     assert lightrag_adapter._lightrag_nano.zlib.decompress(kept) == vector
+
+
+def test_the_first_batches_are_smaller_and_every_document_goes_in_once_in_order() -> None:
+    from retrievers.base import IndexDocument
+
+    docs = [IndexDocument(f"page:{n}", "text") for n in range(200)]
+    slices = lightrag_adapter._slices(docs, 48)
+    assert [len(s) for s in slices] == [6, 12, 24, 48, 48, 48, 14]
+    assert [doc for s in slices for doc in s] == docs
+    assert [len(s) for s in lightrag_adapter._slices(docs[:5], 4)] == [1, 2, 2]  # 4 // 8 is none
+    assert [len(s) for s in lightrag_adapter._slices(docs[:3], 1)] == [1, 1, 1]
+    assert lightrag_adapter._slices([], 48) == []
