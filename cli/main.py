@@ -172,7 +172,7 @@ def serve(transport: Transport = Transport.http) -> None:
     tracer = tracing(telemetry)
     metrics: Metrics | None = None
     try:
-        services, receipts = partial(open_services, settings), audit_receipts(audit_key(settings))
+        services, receipts = partial(open_services, settings, freeze=True), audit_receipts(audit_key(settings))
         if telemetry.metrics_port is not None:
             metrics = Metrics()
             metrics.serve(telemetry.metrics_host, telemetry.metrics_port)

@@ -6,12 +6,14 @@
 * Memory freed after loading an index: the C allocator keeps freed blocks for reuse instead of
   giving them back, so a server that parsed 100 MB of JSON and XML once would hold that much for
   good.
+* The loaded index's objects in the cycle collector's full collections: see :func:`freeze_loaded`.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import gc
 import sys
 
 #: modules only optional features of our dependencies import (see the module's docstring)
@@ -31,3 +33,13 @@ def return_freed_memory() -> None:
     trim = getattr(ctypes.CDLL(path), "malloc_trim", None) if path else None
     if trim is not None:
         trim(0)
+
+
+def freeze_loaded() -> None:
+    """Collect what loading left behind, then keep every object alive now out of the cycle
+    collector's later passes (``gc.freeze``). A server holds its loaded index for as long as it
+    runs: the Hive index is ~540,000 objects, and a full collection scanned them all (212 ms), in
+    the middle of whichever request happened to trigger it. For a process that keeps what it
+    loaded until it exits: what is frozen and later dropped in a cycle is never collected."""
+    gc.collect()
+    gc.freeze()

@@ -25,6 +25,7 @@ from authz.client import OpenFGAClient
 from authz.gate import DEFAULT_DEADLINE_S, Gate
 from authz.prefilter import ACL_FILE, AclFile
 from core.errors import ConfigurationError
+from core.memory import freeze_loaded
 from core.models import Principal
 from core.settings import LimitSettings, MCPSettings, Settings
 from core.telemetry import Metrics, response_tokens
@@ -58,13 +59,17 @@ class Services:
 
 
 @asynccontextmanager
-async def open_services(settings: Settings) -> AsyncIterator[Services]:
-    """The real backends. Opening does no authorization and tolerates OpenFGA being down."""
+async def open_services(settings: Settings, *, freeze: bool = False) -> AsyncIterator[Services]:
+    """The real backends. Opening does no authorization and tolerates OpenFGA being down.
+    ``freeze``: what was loaded stays out of the cycle collector's passes (:func:`freeze_loaded`;
+    for the server process, which keeps its services until it exits)."""
     async with (
         OpenFGAClient(settings.openfga) as authorizer,
         Neo4jStore(settings.neo4j) as store,
         semantic_index(settings, queries_only=True) as index,
     ):
+        if freeze:
+            freeze_loaded()
         navigator = Navigator(store)
         semantic = SemanticRetriever(index, navigator, settings.mcp.search_candidates, AclFile(settings.index_dir / ACL_FILE))
         yield Services(authorizer, navigator, semantic, settings.openfga.check_timeout_s)

@@ -30,3 +30,17 @@ def test_without_the_skip_the_extras_do_load() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "['pandas', 'pypinyin']"
+
+
+def test_what_is_loaded_is_kept_out_of_later_collections() -> None:
+    import gc
+
+    from core.memory import freeze_loaded
+
+    held = [[n] for n in range(10_000)]  # a loaded index's many small objects
+    try:
+        freeze_loaded()
+        assert gc.get_freeze_count() >= len(held)  # none of them scanned by a full collection again
+    finally:
+        gc.unfreeze()
+    assert gc.get_freeze_count() == 0
