@@ -28,6 +28,7 @@ _PAGE_REFERENCE = re.compile(
 )
 _ENCODED = re.compile(r"&amp;|%3d|%2f", re.IGNORECASE)
 _DECODED = {"&amp;": "&", "%3d": "=", "%2f": "/"}
+_DIGIT = re.compile(r"[0-9]")
 
 
 def title_key(title: str) -> str:
@@ -62,6 +63,8 @@ def page_references(text: str) -> set[str]:
     """Typed ids (``page:123``) of every page ``text`` names, in any spelling of
     ``_PAGE_REFERENCE``. Over-matching is safe: its callers treat a reference as hidden unless
     the page is shown to be visible."""
+    if not _DIGIT.search(text):  # every spelling holds the id's digits, and decoding adds none
+        return set()
     decoded = _ENCODED.sub(lambda m: _DECODED[m[0].lower()], text)
     return {f"page:{int(next(g for g in m.groups() if g))}" for m in _PAGE_REFERENCE.finditer(decoded)}
 

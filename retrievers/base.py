@@ -4,9 +4,9 @@ unauthorized candidates out (the caller authorizes every document before using a
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Collection, Sequence, Set
+from collections.abc import Callable, Collection, Mapping, Sequence, Set
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,17 @@ class RawResults:
 
 
 @dataclass(frozen=True)
+class Probe:
+    """A query read before its search: what an index needs of the query alone (its keywords, its
+    vectors), so it can be worked out while the caller still authorizes what to search."""
+
+    text: str
+    high: tuple[str, ...] = ()  # the query's high-level (theme) keywords
+    low: tuple[str, ...] = ()  # its low-level (named thing) keywords
+    vectors: Mapping[str, Any] = field(default_factory=dict)  # probe text → its query vector
+
+
+@dataclass(frozen=True)
 class Neighbourhood:
     """What touches some entities in the graph, unauthorized."""
 
@@ -108,12 +119,16 @@ class SemanticIndex(Protocol):
         """Remove documents and everything only they support. Unknown ids are ignored."""
         ...
 
-    async def query(self, text: str, top_k: int, within: Set[str] | None = None) -> RawResults:
+    async def probe(self, text: str) -> Probe:
+        """``text`` read for :meth:`query`; touches no document."""
+        ...
+
+    async def query(self, text: str | Probe, top_k: int, within: Set[str] | None = None) -> RawResults:
         """Up to ``top_k`` chunks, entities and relations each by similarity to ``text``, first the
         entities ``text`` names exactly, and up to ``top_k`` chunks by BM25. With ``within``, only
         chunks of those documents, and entities and relations all of whose documents are among
         them or else rebuilt from those among them (:meth:`GraphHit.rebuilt_from`; a pre-filter:
-        the caller still authorizes everything)."""
+        the caller still authorizes everything). ``text`` may come as its :meth:`probe`."""
         ...
 
     async def entities_of(self, doc_ids: Sequence[str]) -> list[GraphHit]:

@@ -13,7 +13,7 @@ from typing import Literal
 
 from core.errors import InvalidArgument
 from retrievers.lexical import LexicalEntry, LexicalIndex
-from retrievers.base import ChunkHit, GraphHit, IndexDocument, Neighbourhood, RawResults
+from retrievers.base import ChunkHit, GraphHit, IndexDocument, Neighbourhood, Probe, RawResults
 
 _TERM = re.compile(r"\w+")
 _CAPITALISED = re.compile(r"\b[A-Z]\w*(?:[.-]\w+)*")
@@ -60,10 +60,14 @@ class FakeSemanticIndex:
     async def outdated_doc_ids(self) -> set[str]:
         return set()
 
-    async def query(self, text: str, top_k: int, within: Set[str] | None = None) -> RawResults:
+    async def probe(self, text: str) -> Probe:
+        return Probe(text)
+
+    async def query(self, text: str | Probe, top_k: int, within: Set[str] | None = None) -> RawResults:
         """As the real index: with ``within``, chunks of those documents only, and the entities and
         relations all of whose documents are among them, or rebuilt from those among them (every
         hit here is one the query names, so any of its documents rebuilds it)."""
+        text = text.text if isinstance(text, Probe) else text
         self.calls.append(("query", text))
         if top_k < 1:
             raise InvalidArgument("top_k must be at least 1")

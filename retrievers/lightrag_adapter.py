@@ -83,7 +83,7 @@ from core.providers.base import Embedder, Extractor
 from core.providers.local import LocalEmbedder, RegexTokenizer
 from core.settings import LightRAGSettings, Neo4jSettings, PostgresSettings
 from core.telemetry import span
-from retrievers.base import ChunkHit, GraphHit, IndexDocument, Neighbourhood, RawResults
+from retrievers.base import ChunkHit, GraphHit, IndexDocument, Neighbourhood, Probe, RawResults
 from retrievers.lexical import LexicalEntry, LexicalIndex
 from retrievers.lightrag_locks import SingleProcessKeyedLocks
 from retrievers.lightrag_records import local_llm_func
@@ -933,7 +933,21 @@ class LightRAGIndex:
         processed = await rag.doc_status.get_docs_by_statuses([DocStatus.PROCESSED])
         return set(processed)
 
-    async def query(self, text: str, top_k: int, within: Set[str] | None = None) -> RawResults:
+    async def probe(self, text: str) -> Probe:
+        self._require_open()
+        with span("index.keywords"):
+            high, low = await asyncio.to_thread(self._extractor.keywords, text)
+        probes = [p for p in (text, ", ".join(low), ", ".join(high)) if p]
+        try:
+            with span("index.embed", texts=len(probes)):
+                vectors = await self._embedder.embed(probes, query=True)
+        except (ConfigurationError, InvalidArgument):
+            raise
+        except Exception as exc:
+            raise IndexError_(f"LightRAG query failed: {exc}") from exc
+        return Probe(text, tuple(high), tuple(low), dict(zip(probes, vectors, strict=True)))
+
+    async def query(self, text: str | Probe, top_k: int, within: Set[str] | None = None) -> RawResults:
         """Three independent searches: chunks by the query, entities by its low-level keywords
         (named exactly, then by vector), relations by its high-level keywords (LightRAG's
         naive/local/global channels).
@@ -945,14 +959,10 @@ class LightRAGIndex:
         rag = self._require_open()
         if top_k < 1:
             raise InvalidArgument("top_k must be at least 1")
-        with span("index.keywords"):
-            high, low = await asyncio.to_thread(self._extractor.keywords, text)
+        probe = text if isinstance(text, Probe) else await self.probe(text)
+        text, high, low, vector_of = probe.text, probe.high, probe.low, probe.vectors
         probes = [text, ", ".join(low), ", ".join(high)]
         try:
-            with span("index.embed", texts=len([p for p in probes if p])):
-                vectors = await self._embedder.embed([p for p in probes if p], query=True)
-            vector_of = dict(zip([p for p in probes if p], vectors, strict=True))
-
             async def nothing() -> list[dict[str, Any]]:
                 return []
 
@@ -966,7 +976,7 @@ class LightRAGIndex:
             # Entities the query names exactly come first: an identifier (a property, a class, an
             # error code) is the strongest evidence there is, and its vector may not be close.
             graph = rag.chunk_entity_relation_graph
-            named = list(await _nodes(graph, low)) if low else []
+            named = list(await _nodes(graph, list(low))) if low else []
             scored = [(name, 1.0) for name in named] + [
                 (row["entity_name"], float(row["distance"])) for row in entity_rows if row["entity_name"] not in named
             ]

@@ -26,6 +26,7 @@ that matches nothing visible returns nothing rather than the least bad pages.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import math
 import re
@@ -165,30 +166,22 @@ class SemanticRetriever:
         query = _checked(query, top_k, spaces, projects, response_format)
         wanted = _Filters.checked(labels, updated_after, kinds)
         limit = SNIPPET_CHARS[response_format]
-        # The spaces and projects asked for are authorized as asked, whether they exist or not: a
-        # missing one and a hidden one look alike, and the gate is always asked.
-        if spaces or projects:
-            candidate_spaces = sorted({ids.space_id(key) for key in spaces or ()} | {ids.project_id(key) for key in projects or ()})
-        else:
-            candidate_spaces = await self._navigator.container_ids()
-        # Every candidate that clears the relevance floor, up to the cap, among the documents the
-        # caller may see as far as the last sync knew (A7: everything is still checked below).
-        # Without those keys, which candidates the caller may see cannot change which visible
-        # ones are considered (A4), short of the cap.
-        within = await self._admissible(gate, candidate_spaces)
+        # The query is read (its keywords and vectors: no document) while what to search is authorized.
+        (candidate_spaces, within), probe = await asyncio.gather(self._searched(gate, spaces, projects), self._index.probe(query))
         with span("index.query", candidates=self._candidates):
-            raw = await self._index.query(query, self._candidates, within)
+            raw = await self._index.query(probe, self._candidates, within)
         chunks, graph = _relevant_candidates(raw, query)
         lexical = raw.lexical
 
-        # First round trip: the spaces, every candidate document with its space, and the link
-        # targets in entity and relation text. Always at least the spaces, so an unreachable
-        # OpenFGA fails the request even when the index found nothing.
-        placed = await self._navigator.placed([c.doc_id for c in [*chunks, *lexical]] + [d for g in graph for d in sorted(g.doc_ids)])
+        # First round trip: the spaces, every candidate document, and the link targets in entity
+        # and relation text, asked while the documents' places are read (one wait, not two).
+        # Always at least the spaces, so an unreachable OpenFGA fails the request even when the
+        # index found nothing. A document stored in a space not asked yet costs one more batch.
+        documents = [c.doc_id for c in [*chunks, *lexical]] + [d for g in graph for d in sorted(g.doc_ids)]
         graph_text = [t for g in graph for t in (g.name, window(g.description, limit))]
-        candidates = await policy.pages_in_visible_spaces(
-            gate, placed, also=[*candidate_spaces, *links.references_in(graph_text)]
-        )
+        also = [*candidate_spaces, *links.references_in(graph_text)]
+        placed, _ = await asyncio.gather(self._navigator.placed(documents), gate.visible([*documents, *also]))
+        candidates = await policy.pages_in_visible_spaces(gate, placed, also=also)
         searchable = await gate.visible(candidate_spaces)  # answered by the batch above
         candidates = {pid: p for pid, p in candidates.items() if p.space_id in searchable and wanted.admit(p)}
         chunks = [c for c in chunks if c.doc_id in candidates]
@@ -234,6 +227,22 @@ class SemanticRetriever:
         narrowed by the same pre-filter as search."""
         within = await self._admissible(gate, await self._navigator.container_ids())
         return await Explorer(self._index, self._navigator).explore(gate, entity, hops, limit, within)
+
+    async def _searched(
+        self, gate: Gate, spaces: Sequence[str] | None, projects: Sequence[str] | None
+    ) -> tuple[list[str], frozenset[str] | None]:
+        """The spaces and projects to search, and :meth:`_admissible` of them. The ones asked for
+        are authorized as asked, whether they exist or not: a missing one and a hidden one look
+        alike, and the gate is always asked."""
+        if spaces or projects:
+            searched = sorted({ids.space_id(key) for key in spaces or ()} | {ids.project_id(key) for key in projects or ()})
+        else:
+            searched = await self._navigator.container_ids()
+        # Every candidate that clears the relevance floor, up to the cap, among the documents the
+        # caller may see as far as the last sync knew (A7: everything is still checked below).
+        # Without those keys, which candidates the caller may see cannot change which visible
+        # ones are considered (A4), short of the cap.
+        return searched, await self._admissible(gate, searched)
 
     async def _admissible(self, gate: Gate, spaces: Sequence[str]) -> frozenset[str] | None:
         """The documents of ``spaces`` the caller may see as far as the last sync knew; None
@@ -495,7 +504,7 @@ def _near_duplicates_grouped(ranked: Sequence[_Ranked], known: dict[str, ChunkHi
         for canonical, seen in kept:
             small, large = sorted((len(shingles), len(seen)))
             # Sets of such different sizes cannot share enough: the cheap test first.
-            if shingles and small >= NEAR_DUPLICATE * large and len(shingles & seen) >= NEAR_DUPLICATE * len(shingles | seen):
+            if shingles and small >= NEAR_DUPLICATE * large and (shared := len(shingles & seen)) >= NEAR_DUPLICATE * (large + small - shared):
                 canonical.also_in.append(entry.doc_id)
                 break
         else:

@@ -73,6 +73,10 @@ async def test_insert_query_delete_update(opener: Opener) -> None:
         assert await index.indexed_doc_ids() == {"page:1", "page:2", "page:3"}
 
         results = await index.query("How does HiveServer2 talk to JDBC clients?", top_k=5)
+        # The query read ahead (what search does while it authorizes) searches alike.
+        probe = await index.probe("How does HiveServer2 talk to JDBC clients?")
+        assert probe.low and probe.high and len(probe.vectors) == 3
+        assert await index.query(probe, top_k=5) == results
         by_chunk = {hit.doc_id: hit.text for hit in results.chunks}
         assert by_chunk["page:1"] == DOCS[0].text
         assert all(hit.text == next(d.text for d in DOCS if d.doc_id == hit.doc_id) for hit in results.chunks)

@@ -181,10 +181,13 @@ async def test_a_user_without_spaces_gets_nothing_in_one_round_trip():
 
 
 async def test_entities_backed_by_too_many_documents_are_left_out_unchecked():
-    from retrievers.base import GraphHit, RawResults
+    from retrievers.base import GraphHit, Probe, RawResults
     from retrievers.semantic import MAX_EVIDENCE_DOCS
 
     class HubIndex:
+        async def probe(self, text):
+            return Probe(text)
+
         async def query(self, text, top_k, within=None):
             hub = frozenset(f"page:{n}" for n in range(100, 101 + MAX_EVIDENCE_DOCS))
             return RawResults(chunks=[], entities=[GraphHit("entity", "Hive", "everywhere", hub, 1, score=1.0)], relations=[])

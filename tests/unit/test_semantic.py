@@ -131,6 +131,11 @@ class Scored:
     def __init__(self, chunks):
         self._chunks = chunks
 
+    async def probe(self, text):
+        from retrievers.base import Probe
+
+        return Probe(text)
+
     async def query(self, text, top_k, within=None):
         from retrievers.base import RawResults
 
