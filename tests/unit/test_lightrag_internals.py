@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -38,6 +41,46 @@ def test_file_vector_stores_keep_their_rows_vectors_stored_not_compressed() -> N
     kept = lightrag_adapter._lightrag_nano.zlib.compress(vector)
     assert kept == zlib.compress(vector, 0) != zlib.compress(vector)  # stored, in zlib's format
     assert lightrag_adapter._lightrag_nano.zlib.decompress(kept) == vector
+
+
+def _graph_read_back(write: Callable[[Any, str], None], graph: Any, path: Path) -> tuple[list[Any], list[Any], dict[str, Any]]:
+    import networkx as nx
+
+    write(graph, str(path))
+    read = nx.read_graphml(str(path))
+    return list(read.nodes(data=True)), list(read.edges(data=True)), read.graph
+
+
+def test_the_graph_file_reads_back_as_the_graph_written(tmp_path: Path) -> None:
+    import networkx as nx
+    import numpy as np
+
+    graph = nx.Graph()
+    odd = 'a & b < c > d "quoted" \'single\' \r\n\tend  é 中 '
+    graph.add_node("Hive", entity_id="Hive", description=odd, created_at=1796589996, truncate="", flag=True)
+    graph.add_node('Name "with" <markup> &\nlines\r', entity_id="x", created_at=-3)
+    graph.add_node("Lone")
+    graph.add_edge("Hive", 'Name "with" <markup> &\nlines\r', weight=1.5, description=odd, keywords="a,b")
+    graph.add_edge("Lone", "Hive", weight=2.0)
+    # The same graph, every character kept (networkx's own writer keeps "\r" only with lxml).
+    ours = _graph_read_back(lightrag_adapter._write_graphml, graph, tmp_path / "ours.graphml")
+    assert ours == (list(graph.nodes(data=True)), list(graph.edges(data=True)), {"node_default": {}, "edge_default": {}})
+
+    # What it does not cover goes to networkx, which reads back the same.
+    graph.nodes["Lone"]["score"] = np.float32(0.5)
+    assert _graph_read_back(lightrag_adapter._write_graphml, graph, tmp_path / "numpy.graphml")[0][2] == ("Lone", {"score": 0.5})
+    graph.nodes["Lone"]["score"] = "text"  # one name, two types
+    graph.nodes["Hive"]["score"] = 3
+    assert _graph_read_back(lightrag_adapter._write_graphml, graph, tmp_path / "mixed.graphml") == _graph_read_back(
+        nx.write_graphml, graph, tmp_path / "mixed-networkx.graphml"
+    )
+    del graph.nodes["Hive"]["score"]
+    graph.nodes["Lone"]["score"] = "bad \x01 byte"  # XML cannot hold it: refused, nothing written
+    with pytest.raises(ValueError, match="GraphML cannot"):
+        lightrag_adapter._write_graphml(graph, str(tmp_path / "bad.graphml"))
+    assert not (tmp_path / "bad.graphml").exists()
+    # LightRAG's graph storage writes through it.
+    assert lightrag_adapter.NetworkXStorage.write_nx_graph is lightrag_adapter._write_nx_graph
 
 
 def test_the_first_batches_are_smaller_and_every_document_goes_in_once_in_order() -> None:
