@@ -313,8 +313,7 @@ def _write_graphml(graph: Any, path: str) -> None:
         for name, value in data.items():
             if (key_id := known.get((scope, name, type(value))) or declare(scope, name, value)) is None:
                 return None
-            text = str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\r", "&#13;")
-            parts.append(f'<data key="{key_id}">{text}</data>')
+            parts.append(f'<data key="{key_id}">{_xml_text(str(value))}</data>')
         parts.append(f"</{scope}>\n")
         return "".join(parts)
 
