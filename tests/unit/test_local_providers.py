@@ -22,7 +22,7 @@ from core.providers.base import Ahead, Embedder, Extraction, Extractor
 from core.providers.pooling import SharedTails
 from core.providers import local
 from tests.conftest import CORPUS
-from core.providers.local import LocalEmbedder, LocalExtractor, RegexTokenizer, _Attributes, _clean_name, _noun_runs, _Unreadable, _worker_of
+from core.providers.local import LocalEmbedder, LocalExtractor, RegexTokenizer, _Attributes, _clean_name, _noun_runs, _numpy_blas_ops, _Tokens, _Unreadable, _worker_of
 from retrievers.lightrag_records import COMPLETION_DELIMITER, TUPLE_DELIMITER, local_llm_func, render_extraction
 
 SAMPLE = (
@@ -120,7 +120,35 @@ def test_a_long_run_of_capitals_is_not_a_name(extractor: LocalExtractor) -> None
 
 def test_noun_phrases_are_the_taggers_runs_of_adjectives_numbers_and_nouns(extractor: LocalExtractor) -> None:
     doc = extractor._parsed(["Set the SAML 2.0 SSO mode of HiveServer2 for the partitioned Hive table quickly."])[0]
-    assert [span.text for span in _noun_runs(doc)] == ["SAML 2.0 SSO mode", "HiveServer2", "partitioned Hive table"]
+    tokens = _Tokens.of(doc, doc.text)
+    assert [tokens.text(*run) for run in _noun_runs(tokens)] == ["SAML 2.0 SSO mode", "HiveServer2", "partitioned Hive table"]
+
+
+def test_tokens_read_at_once_are_the_docs_own(extractor: LocalExtractor) -> None:
+    text = "The University of California met.  Rolls-Royce  came!\n\nHIVE-1234 is an issue of Hive's metastore."
+    doc = extractor._parsed([text])[0]
+    tokens = _Tokens.of(doc, text)
+    assert len(tokens.sentences) > 1 and tokens.sentences == [(s.start, s.end) for s in doc.sents]
+    assert [tokens.text(a, b) for a, b in tokens.sentences] == [s.text for s in doc.sents]
+    assert [tokens.text(n, n + 1) for n in range(len(doc))] == [t.text for t in doc]
+    assert (tokens.pos, tokens.lower) == ([t.pos_ for t in doc], [t.lower_ for t in doc])
+    assert (tokens.spaced, tokens.alpha) == ([bool(t.whitespace_) for t in doc], [t.is_alpha for t in doc])
+    assert tokens.lower_words() == {t.text for t in doc if t.is_lower}
+    with pytest.raises(ValueError, match="not parsed from this text"):
+        _Tokens.of(doc, text + " More.")
+
+
+@pytest.mark.parametrize("pieces", [2, 3])
+def test_the_taggers_maxout_keeps_each_units_largest_piece_and_cannot_train(pieces: int) -> None:
+    from thinc.api import NumpyOps
+
+    found = np.random.default_rng(pieces).standard_normal((40, 16, pieces)).astype(np.float32)
+    found[0, 0] = 1.5  # a tie
+    ops = _numpy_blas_ops()
+    best, _which = ops.maxout(found)
+    assert np.array_equal(best, NumpyOps().maxout(found)[0])
+    with pytest.raises(NotImplementedError):
+        ops.backprop_maxout(best, _which, pieces)
 
 
 def test_tags_are_read_as_the_attribute_ruler_and_the_lemmatizer_read_them(extractor: LocalExtractor, monkeypatch: pytest.MonkeyPatch) -> None:
