@@ -264,6 +264,22 @@ _lightrag_operate.sanitize_and_normalize_extracted_text = functools.lru_cache(ma
     _lightrag_operate.sanitize_and_normalize_extracted_text
 )
 
+_fix_tuple_delimiter_corruption = _lightrag_operate.fix_tuple_delimiter_corruption
+
+
+def _fix_delimiters_where_garbled(record: str, delimiter_core: str, tuple_delimiter: str) -> str:
+    """LightRAG's repair of a model's garbled record delimiters (fourteen patterns, tried on every
+    record it parses), only for a record that may hold one. Each pattern it repairs holds a ``<``,
+    ``|`` or ``>`` outside every intact delimiter, or is an intact delimiter, put back as it was:
+    a record whose ``<``, ``|`` and ``>`` all stand in intact delimiters comes back as it is."""
+    rest = record.replace(tuple_delimiter, "")
+    if "<" in rest or "|" in rest or ">" in rest or tuple_delimiter != f"<|{delimiter_core}|>":
+        return _fix_tuple_delimiter_corruption(record, delimiter_core, tuple_delimiter)
+    return record
+
+
+_lightrag_operate.fix_tuple_delimiter_corruption = _fix_delimiters_where_garbled
+
 # A file vector store keeps each row's vector a second time, as float16 bytes zlib compresses and
 # Base64 encodes for every row upserted since its last write, as it writes. Those bytes hardly
 # compress (1,334 characters a row, 1,380 stored as they are) and compressing took ~58 µs a row, a

@@ -93,3 +93,25 @@ def test_the_first_batches_are_smaller_and_every_document_goes_in_once_in_order(
     assert [len(s) for s in lightrag_adapter._slices(docs[:5], 4)] == [1, 2, 2]  # 4 // 8 is none
     assert [len(s) for s in lightrag_adapter._slices(docs[:3], 1)] == [1, 1, 1]
     assert lightrag_adapter._slices([], 48) == []
+
+
+def test_record_delimiters_are_repaired_as_lightrag_repairs_them_and_only_where_garbled(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lightrag import operate
+    from lightrag.utils import fix_tuple_delimiter_corruption as lightrags
+
+    assert operate.fix_tuple_delimiter_corruption is lightrag_adapter._fix_delimiters_where_garbled
+    delimiter = "<|#|>"
+    pieces = [delimiter, delimiter, "<", "|", ">", "#", "\\", ":", "a", "B", " ", "x y", "<|", "|>", "##", "<|#", "#|>"]
+    rng = random.Random(11)
+    for _ in range(20_000):
+        record = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        assert lightrag_adapter._fix_delimiters_where_garbled(record, "#", delimiter) == lightrags(record, "#", delimiter), record
+    assert lightrag_adapter._fix_delimiters_where_garbled("a<|#||>b", "#", delimiter) == "a<|#|>b"
+
+    repaired: list[str] = []
+    monkeypatch.setattr(lightrag_adapter, "_fix_tuple_delimiter_corruption", lambda record, *_args: repaired.append(record) or record)
+    lightrag_adapter._fix_delimiters_where_garbled("entity<|#|>Apache Hive<|#|>product<|#|>Hive serves #queries: fast.", "#", delimiter)
+    assert repaired == []  # intact: the patterns are not tried
+    for garbled in ("entity<|#|>Hive<|##|>product", "entity<|#|>Hive|#|>product", "a <b> c<|#|>d", "x<|#|>y", "x<|X|>y"):
+        lightrag_adapter._fix_delimiters_where_garbled(garbled, "X" if "X" in garbled else "#", delimiter)
+    assert repaired == ["entity<|#|>Hive<|##|>product", "entity<|#|>Hive|#|>product", "a <b> c<|#|>d", "x<|X|>y"]
