@@ -268,7 +268,7 @@ _fix_tuple_delimiter_corruption = _lightrag_operate.fix_tuple_delimiter_corrupti
 
 
 def _fix_delimiters_where_garbled(record: str, delimiter_core: str, tuple_delimiter: str) -> str:
-    """LightRAG's repair of a model's garbled record delimiters (fourteen patterns, tried on every
+    """LightRAG's repair of a model's garbled record delimiters (thirteen patterns, tried on every
     record it parses), only for a record that may hold one. Each pattern it repairs holds a ``<``,
     ``|`` or ``>`` outside every intact delimiter, or is an intact delimiter, put back as it was:
     a record whose ``<``, ``|`` and ``>`` all stand in intact delimiters comes back as it is."""

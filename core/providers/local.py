@@ -630,7 +630,7 @@ def _numpy_blas_ops() -> Any:
 
         def maxout(self, X: np.ndarray) -> tuple[np.ndarray, None]:
             # The largest of each unit's pieces, without which piece it was: only training reads that.
-            best = np.maximum(X[..., 0], X[..., 1])
+            best = np.maximum(X[..., 0], X[..., 1]) if X.shape[-1] > 1 else X[..., 0].copy()
             for piece in range(2, X.shape[-1]):
                 np.maximum(best, X[..., piece], out=best)
             return best, None
