@@ -22,7 +22,8 @@ from core.providers.base import Ahead, Embedder, Extraction, Extractor
 from core.providers.pooling import SharedTails
 from core.providers import local
 from tests.conftest import CORPUS
-from core.providers.local import LocalEmbedder, LocalExtractor, RegexTokenizer, _Attributes, _clean_name, _noun_runs, _numpy_blas_ops, _Tokens, _Unreadable, _worker_of
+from core.providers.local import LocalEmbedder, LocalExtractor, RegexTokenizer, _Attributes, _clean_name, _noun_runs, _numpy_blas_ops
+from core.providers.local import _Tokens, _Unreadable, _worker_of
 from retrievers.lightrag_records import COMPLETION_DELIMITER, TUPLE_DELIMITER, local_llm_func, render_extraction
 
 SAMPLE = (
