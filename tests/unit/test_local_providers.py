@@ -362,8 +362,15 @@ def test_tokenizer_ids_are_the_same_remembered_or_not(monkeypatch: pytest.Monkey
     first = tokenizer.encode(text)
     assert first and local._encoded.cache_info().hits == hits + 1  # the text's ids remembered whole
     assert first[4] == first[6] == int.from_bytes(b"\x01 Hive", "big") != first[0]  # a piece's id is its bytes
+    long = " ".join([text] * 40)
+    hits = local._encoded_long.cache_info().hits
+    tokenizer.encode(long).clear()
+    remembered = tokenizer.encode(long)
+    assert local._encoded_long.cache_info().hits == hits + 1 and len(remembered) == 40 * len(first)  # a longer text, among the last few
     monkeypatch.setattr(local, "ENCODED_CHARS", 0)  # encoded piece by piece
+    monkeypatch.setattr(local, "LONG_ENCODED_CHARS", 0)
     assert tokenizer.encode(text) == first  # from the ids of the pieces remembered
+    assert tokenizer.encode(long) == remembered
     monkeypatch.setattr(local, "_TOKEN_IDS", {})
     monkeypatch.setattr(local, "TOKEN_IDS_KEPT", 3)
     assert tokenizer.encode(text) == first  # at the bound, those remembered are forgotten
