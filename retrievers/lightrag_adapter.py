@@ -104,6 +104,8 @@ LEGACY_EMBEDDER = LocalEmbedder.name
 PG_MAX_SCAN_TUPLES = 2_000_000
 #: entities read by vector to find one whose name differs from the one asked for only in case
 CASE_CANDIDATES = 20
+#: above one in this many of a file vector store's rows admitted, a search scores every row
+WHOLE_SCAN_SHARE = 8
 # Writes wait until the work since the last one has taken this many times as long as that write
 # did: a file storage is rewritten whole, and writing after every batch made the cost of a sync
 # grow with the square of the index. An interrupted sync redoes at most that much work. (Hive +
@@ -1201,7 +1203,10 @@ class LightRAGIndex:
             return []
         query = np.asarray(vector, dtype=matrix.dtype)
         query = query / (np.linalg.norm(query) or 1.0)
-        scores = (matrix if len(admitted) == rows.count else matrix[admitted]) @ query
+        # Copying a row out costs several times scoring it: past an eighth of the rows, every row
+        # is scored and the admitted ones picked out after (15,000 rows, nine in ten admitted:
+        # 3.7 -> 0.7 ms), below it the admitted rows are copied out first.
+        scores = (matrix @ query)[admitted] if len(admitted) * WHOLE_SCAN_SHARE >= rows.count else matrix[admitted] @ query
         k = min(top_k, len(admitted))
         best = np.argpartition(-scores, k - 1)[:k]
         best = best[np.argsort(-scores[best], kind="stable")]

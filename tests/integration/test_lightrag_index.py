@@ -9,6 +9,7 @@ import secrets
 import subprocess
 import sys
 from collections.abc import Callable
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -132,10 +133,11 @@ async def test_deleting_several_documents_reads_each_cached_extraction_once(
     assert any(h.doc_ids == {"page:1", "page:4"} for h in together)
 
 
-async def test_a_copy_is_indexed_and_within_narrows_every_channel(opener: Opener) -> None:
+async def test_a_copy_is_indexed_and_within_narrows_every_channel(opener: Opener, monkeypatch: pytest.MonkeyPatch) -> None:
     """A page copied into another space (the same text under another id) is indexed like any
     page; ``within`` leaves only those documents' chunks in every channel, and only the entities
-    and relations all of whose documents are among them, scored as without it."""
+    and relations all of whose documents are among them, scored as without it (whether the file
+    storage scores every row or copies the admitted ones out first)."""
     copy = IndexDocument("page:4", DOCS[0].text)
     query = "HiveServer2 JDBC clients Kerberos, Spark Thrift"
     async with opener("a") as index:
@@ -144,6 +146,9 @@ async def test_a_copy_is_indexed_and_within_narrows_every_channel(opener: Opener
         everything = await index.query(query, top_k=10)
         within = frozenset({"page:3", "page:4"})
         narrowed = await index.query(query, top_k=10, within=within)
+        with monkeypatch.context() as patched:
+            patched.setattr(lightrag_adapter, "WHOLE_SCAN_SHARE", 1)  # every row scored only when all are admitted
+            copied = await index.query(query, top_k=10, within=within)
         # Filtered before ranking, not after: the one nearest chunk of page:3 is found at top_k=1
         # although another page's is nearer.
         first = await index.query(query, top_k=1, within=frozenset({"page:3"}))
@@ -154,6 +159,9 @@ async def test_a_copy_is_indexed_and_within_narrows_every_channel(opener: Opener
     scored = [(hit.doc_id, round(hit.score, 4)) for hit in narrowed.chunks]
     assert scored and scored == [(hit.doc_id, round(hit.score, 4)) for hit in everything.chunks if hit.doc_id in within]
     assert {hit.doc_id for hit in narrowed.lexical} == within
+    assert [_ranked(hits) for hits in (copied.chunks, copied.entities, copied.relations)] == [
+        _ranked(hits) for hits in (narrowed.chunks, narrowed.entities, narrowed.relations)
+    ]
     assert "HiveServer2" in {hit.name for hit in everything.entities}  # supported by page:1 and page:2 too
     graph = [*narrowed.entities, *narrowed.relations]
     assert graph and all(hit.doc_ids <= within for hit in graph)
@@ -161,6 +169,10 @@ async def test_a_copy_is_indexed_and_within_narrows_every_channel(opener: Opener
     [named] = [hit for hit in narrowed.entities if hit.name == "HiveServer2"]
     assert named.partial and named.doc_ids == {"page:4"} and named.description == ""
     assert all(hit.partial == (hit.doc_ids != full.doc_ids) for hit in graph for full in [*everything.entities, *everything.relations] if full.name == hit.name)
+
+
+def _ranked(hits: list[Any]) -> list[tuple[str, float]]:
+    return [(getattr(hit, "chunk_id", None) or hit.name, round(hit.score, 5)) for hit in hits]
 
 
 async def nearest(index: LightRAGIndex, name: str, within: set[str]) -> list[str]:
