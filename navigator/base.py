@@ -52,8 +52,6 @@ class NavigatorStore(Protocol):
         many pages had to be written."""
         ...
 
-    async def spaces(self) -> list[Space]: ...
-
     async def children(self, node_id: str, after: int, limit: int) -> list[ChildPage]:
         """Children of a space (its root pages) or a page, by position, after position ``after``."""
         ...
@@ -73,7 +71,9 @@ class NavigatorStore(Protocol):
         """Make the stored issue tree of ``project`` equal to ``issues``; returns the issues written."""
         ...
 
-    async def projects(self) -> list[Project]: ...
+    async def containers(self) -> list[Space | Project]:
+        """Every space (by key), then every project (by key)."""
+        ...
 
     async def related(self, node_id: str, limit: int) -> list[tuple[str, ChildPage]]:
         """(relation, page or issue) for up to ``limit`` of each relation (``position`` is 0): a

@@ -136,7 +136,12 @@ WHERE NOT p.id IN $keep
 DETACH DELETE p
 """
 
-SPACES = "MATCH (s:Space) RETURN s.id AS id, s.key AS key, s.name AS name, s.url AS url ORDER BY s.key"
+# Every space, then every project, each by key: one round trip for both (search asks on every request).
+CONTAINERS = """
+MATCH (c:Space|Project)
+RETURN c:Space AS space, c.key AS key, c.name AS name, c.url AS url
+ORDER BY space DESC, key
+"""
 
 CHILDREN = """
 CALL () {
@@ -265,8 +270,6 @@ MATCH (:Project {id: $project_id})-[:HAS_ISSUE]->(i:Issue)
 WHERE NOT i.id IN $keep
 DETACH DELETE i
 """
-
-PROJECTS = "MATCH (p:Project) RETURN p.key AS key, p.name AS name, p.url AS url ORDER BY p.key"
 
 IMAGE_HASHES = """
 MATCH (i:Image {space_id: $space_id})

@@ -25,9 +25,6 @@ class FakeNavigatorStore:
         self._pages.update((page.id, page) for page in pages)
         return sum(1 for page in pages if before.get(page.id) != page)
 
-    async def spaces(self) -> list[Space]:
-        return sorted(self._spaces.values(), key=lambda s: s.key)
-
     async def sync_project(self, project: Project, issues: Sequence[Issue]) -> int:
         self._projects[project.id] = project
         before = dict(self._issues)
@@ -36,8 +33,8 @@ class FakeNavigatorStore:
         self._issues.update((i.id, i if i.parent_key in held or i.parent_key is None else i.model_copy(update={"parent_key": None})) for i in issues)
         return sum(1 for issue in issues if before.get(issue.id) != issue)
 
-    async def projects(self) -> list[Project]:
-        return sorted(self._projects.values(), key=lambda p: p.key)
+    async def containers(self) -> list[Space | Project]:
+        return [*sorted(self._spaces.values(), key=lambda s: s.key), *sorted(self._projects.values(), key=lambda p: p.key)]
 
     def _children_of(self, node_id: str) -> list[Page | Issue]:
         if node_id in self._spaces:

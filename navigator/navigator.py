@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import dataclasses
@@ -113,11 +112,11 @@ class Navigator:
 
     async def list_spaces(self, gate: Gate) -> dict[str, list[dict[str, str]]]:
         """The Confluence spaces and the Jira projects the caller can see, asked in one batch."""
-        spaces, projects = await asyncio.gather(self._store.spaces(), self._store.projects())
-        visible = await gate.visible(c.id for c in (*spaces, *projects))
+        containers = await self._store.containers()
+        visible = await gate.visible(c.id for c in containers)
         return {
-            kind: [{"id": c.id, "key": c.key, "name": c.name, "url": c.url} for c in found if c.id in visible]
-            for kind, found in (("spaces", spaces), ("projects", projects))
+            kind: [{"id": c.id, "key": c.key, "name": c.name, "url": c.url} for c in containers if isinstance(c, of) and c.id in visible]
+            for kind, of in (("spaces", Space), ("projects", Project))
         }
 
     async def list_children(self, gate: Gate, node_id: str, cursor: str | None, limit: int) -> ChildrenPage:
@@ -367,8 +366,7 @@ class Navigator:
         return found
 
     async def _containers(self) -> list[Space | Project]:
-        spaces, projects = await asyncio.gather(self._store.spaces(), self._store.projects())
-        return [*spaces, *projects]
+        return await self._store.containers()
 
     async def _container(self, gate: Gate, container_id: str) -> Space | Project:
         """The space or project, if the caller may see it; NotFound otherwise (asked like any other id)."""

@@ -178,9 +178,6 @@ class Neo4jStore:
         await self._write_batches(cypher.SET_MENTIONS, "pages", changed)
         return len(changed)
 
-    async def projects(self) -> list[Project]:
-        return [Project(key=r["key"], name=r["name"], url=r["url"]) for r in await self._read(cypher.PROJECTS)]
-
     async def sync_images(self, space: Space, images: Sequence[Image]) -> None:
         """Write only the images that are new or changed (bytes or alt text); drop the rest."""
         await self.ensure_schema()
@@ -222,8 +219,8 @@ class Neo4jStore:
         """Ids of the pages ``page_id`` links to, unauthorized: callers authorize them."""
         return [row["id"] for row in await self._read(cypher.LINKS, id=page_id)]
 
-    async def spaces(self) -> list[Space]:
-        return [Space(key=r["key"], name=r["name"], url=r["url"]) for r in await self._read(cypher.SPACES)]
+    async def containers(self) -> list[Space | Project]:
+        return [(Space if r["space"] else Project)(key=r["key"], name=r["name"], url=r["url"]) for r in await self._read(cypher.CONTAINERS)]
 
     async def children(self, node_id: str, after: int, limit: int) -> list[ChildPage]:
         rows = await self._read(cypher.CHILDREN, id=node_id, after=after, limit=limit)

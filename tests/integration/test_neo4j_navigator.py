@@ -9,7 +9,7 @@ import pytest
 from authz.client import OpenFGAClient
 from authz.gate import Gate
 from core.errors import NotFound
-from core.models import Page, Principal, Space
+from core.models import Page, Principal, Project, Space
 from core.settings import Settings
 from navigator.navigator import Navigator
 from navigator.store import Neo4jStore
@@ -42,6 +42,19 @@ async def test_children_in_order_and_breadcrumbs(store: Neo4jStore):
     summary = (await store.summaries(["page:900004"]))["page:900004"]
     assert [c.id for c in summary.ancestors] == ["page:900001", "page:900003"]
     assert await store.page("page:1") is None
+
+
+async def test_spaces_then_projects_each_by_key_in_one_read(store: Neo4jStore):
+    """A space and a project may share a key; each comes back as what it is."""
+    await store.sync_space(Space(key="NAVA", name="First", url="u/a"), [])
+    await store.sync_project(Project(key="NAVA", name="Tracker", url="u/p"), [])
+    try:
+        containers = [c for c in await store.containers() if c.key.startswith("NAV")]
+    finally:  # the other tests' stack holds no such space or project
+        await store._write("MATCH (c:Space|Project {key: 'NAVA'}) DETACH DELETE c")
+    assert [(type(c).__name__, c.id, c.name) for c in containers] == [
+        ("Space", "space:NAVA", "First"), ("Space", "space:NAVT", "Navigation test"), ("Project", "project:NAVA", "Tracker"),
+    ]
 
 
 async def test_sync_twice_moves_and_prunes(store: Neo4jStore):
