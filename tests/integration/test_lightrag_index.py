@@ -9,8 +9,8 @@ import secrets
 import subprocess
 import sys
 from collections.abc import Callable
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import pytest
 from lightrag.constants import GRAPH_FIELD_SEP
