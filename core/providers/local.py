@@ -388,6 +388,7 @@ class LocalExtractor:
         self._lock = threading.Lock()
         self._nlp: Any = None
         self._attributes: _Attributes | None = None
+        self._token_vectors: _TokenVectors | None = None
         self._kiwi: Any = None
         self._yake_rust: Any = None
         self._ahead: Ahead[Extraction] = Ahead(
@@ -414,6 +415,7 @@ class LocalExtractor:
                     node.ops = ops
             nlp.enable_pipe("senter")
             nlp.disable_pipe("lemmatizer")
+            self._token_vectors = _TokenVectors.install(nlp.get_pipe("tok2vec").model)
             try:
                 attributes = _Attributes(nlp.get_pipe("attribute_ruler"))
             except _Unreadable:  # a model whose patterns say more than _Attributes reads: its own ruler
@@ -942,6 +944,53 @@ class _Attributes:
             for name, value in attrs.items():
                 self._SET[name](token, value)
         return doc
+
+
+class _TokenVectors:
+    """spaCy's tok2vec, each token's first vector taken once per distinct token. Before any layer
+    reads a token's neighbours, tok2vec embeds each token from six of its attributes (norm,
+    prefix, suffix, shape…: hash embeddings, then a maxout layer and a layer norm), so a token's
+    first vector is a function of those six numbers alone; here each distinct six is embedded
+    once and remembered. The Hive chunks: 26,583 distinct sixes, the extraction 26.0 → 20.9
+    CPU-seconds, every tag the same. At most :attr:`KEPT` are remembered (past that, all but
+    those of the batch at hand are forgotten). A tok2vec of another shape is left as it is."""
+
+    KEPT: ClassVar[int] = 65_536
+    _LAYERS = ("extract_features", "list2ragged", "with_array(", "with_array(maxout>>layernorm", "ragged2list")
+
+    def __init__(self, embed: Any) -> None:
+        self._features, self._hashed, self._mixed = embed.layers[0], embed.layers[2], embed.layers[3]
+        self._width = embed.get_dim("nO")
+        self._known: dict[tuple[int, ...], np.ndarray] = {}
+        self._own = embed._func
+        embed._func = self._forward
+
+    @classmethod
+    def install(cls, tok2vec: Any) -> _TokenVectors | None:
+        embed = tok2vec.layers[0] if tok2vec.layers else None
+        names = [layer.name for layer in embed.layers] if embed is not None else []
+        if len(names) == len(cls._LAYERS) and all(name.startswith(start) for name, start in zip(names, cls._LAYERS, strict=True)):
+            return cls(embed)
+        return None
+
+    def _forward(self, model: Any, docs: list[Any], is_train: bool) -> tuple[list[np.ndarray], Callable[..., Any]]:
+        if is_train:
+            return self._own(model, docs, is_train)
+        features = self._features.predict(docs)
+        keys = [list(map(tuple, found.tolist())) for found in features]
+        known = self._known
+        new = list(dict.fromkeys(key for doc_keys in keys for key in doc_keys if key not in known))
+        if new:
+            if len(known) + len(new) > self.KEPT:  # forget all but this batch's
+                known = self._known = {key: known[key] for doc_keys in keys for key in doc_keys if key in known}
+            rows = np.asarray(new, dtype=features[0].dtype)
+            known.update(zip(new, self._mixed.predict(self._hashed.predict(rows)), strict=True))
+        vectors = [np.stack([known[key] for key in doc_keys]) if doc_keys else np.zeros((0, self._width), dtype=np.float32) for doc_keys in keys]
+
+        def cannot_train(_gradient: Any) -> Any:
+            raise NotImplementedError("the remembered token vectors are for inference only")
+
+        return vectors, cannot_train
 
 
 _WORKER: LocalExtractor | None = None

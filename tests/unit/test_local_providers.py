@@ -177,6 +177,32 @@ def test_tags_are_read_as_the_attribute_ruler_and_the_lemmatizer_read_them(extra
     assert [(t.pos_, t.tag_, str(t.morph), extractor._lemma(t)) for t in forgetful] == [(t.pos_, t.tag_, str(t.morph), t.lemma_) for t in expected]
 
 
+def test_each_distinct_tokens_first_vector_is_computed_once(extractor: LocalExtractor, monkeypatch: pytest.MonkeyPatch) -> None:
+    """tok2vec's first, context-free vector of a token comes from the memo: the vectors and the
+    tags are those of the same pipeline without it, and the memo stays within its bound."""
+    first = [SAMPLE + " Hive reads Hive tables; HiveServer2 serves Hive's JDBC clients.", "Another text about Hive."]
+    second = ["Message of HIVE-1234: the metastore's Derby database, and nothing else.", ""]
+    monkeypatch.setattr(local._TokenVectors, "install", classmethod(lambda cls, tok2vec: None))
+    plain = LocalExtractor()._parsed([*first, *second])
+    monkeypatch.undo()
+    extractor._spacy()
+    memo = extractor._token_vectors
+    assert memo is not None
+    memo._known.clear()
+    got = extractor._parsed(first)
+    sixes = {row for doc in got for row in map(tuple, memo._features.predict([doc])[0].tolist())}
+    assert set(memo._known) == sixes
+    monkeypatch.setattr(local._TokenVectors, "KEPT", len(sixes))  # the next batch's new tokens overflow it
+    got += extractor._parsed(second)
+    assert set(memo._known) == {row for doc in got[2:] for row in map(tuple, memo._features.predict([doc])[0].tolist())}
+    for ours, theirs in zip(got, plain, strict=True):
+        assert ours.tensor.shape == (len(ours), 96)
+        assert np.allclose(ours.tensor, theirs.tensor, rtol=0, atol=1e-5)
+        assert [(t.tag_, t.pos_) for t in ours] == [(t.tag_, t.pos_) for t in theirs]
+    with pytest.raises(NotImplementedError):
+        memo._forward(None, got, False)[1](None)
+
+
 def test_the_tagger_multiplies_on_numpys_blas_in_one_thread(extractor: LocalExtractor, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every layer of the pipeline takes its matrix products from numpy, not from BLIS, and
     tags as the reference pipeline does (the test above)."""
