@@ -190,11 +190,11 @@ def test_each_distinct_tokens_first_vector_is_computed_once(extractor: LocalExtr
     assert memo is not None
     memo._known.clear()
     got = extractor._parsed(first)
-    sixes = {row for doc in got for row in map(tuple, memo._features.predict([doc])[0].tolist())}
+    sixes = {row for doc in got for row in local._rows_as_bytes(np.ascontiguousarray(memo._features.predict([doc])[0]))}
     assert set(memo._known) == sixes
     monkeypatch.setattr(local._TokenVectors, "KEPT", len(sixes))  # the next batch's new tokens overflow it
     got += extractor._parsed(second)
-    assert set(memo._known) == {row for doc in got[2:] for row in map(tuple, memo._features.predict([doc])[0].tolist())}
+    assert set(memo._known) == {row for doc in got[2:] for row in local._rows_as_bytes(np.ascontiguousarray(memo._features.predict([doc])[0]))}
     for ours, theirs in zip(got, plain, strict=True):
         assert ours.tensor.shape == (len(ours), 96)
         assert np.allclose(ours.tensor, theirs.tensor, rtol=0, atol=1e-5)
