@@ -108,7 +108,7 @@ class Navigator:
     async def container_ids(self) -> list[str]:
         """Ids of every space and project the store holds, unauthorized: for callers that
         authorize them in a batch of their own (search)."""
-        return [container.id for container in await self._containers()]
+        return [container.id for container in await self._store.containers()]
 
     async def list_spaces(self, gate: Gate) -> dict[str, list[dict[str, str]]]:
         """The Confluence spaces and the Jira projects the caller can see, asked in one batch."""
@@ -244,7 +244,7 @@ class Navigator:
         rows = await self._store.children_of([node_id], TREE_ROWS)
         below = [obj for _, child in rows for obj in (child.id, child.space_id)]
         if kind in CONTAINERS:
-            container = next((c for c in await self._containers() if c.id == node_id), None)
+            container = next((c for c in await self._store.containers() if c.id == node_id), None)
             shown = await gate.visible([node_id, *below])
             if container is None or node_id not in shown:
                 raise NotFound(node_id)
@@ -301,7 +301,7 @@ class Navigator:
         segments = [title_key(part) for part in raw]
         if not all(segments):
             raise InvalidArgument(f"path {path.strip()[:80]!r} has an empty title; separate titles with one '/'")
-        containers = await self._containers()
+        containers = await self._store.containers()
         named = [c for c in containers if c.key.casefold() == segments[0]]  # a space and a project may share a key
         if named:
             segments, raw = segments[1:], raw[1:]
@@ -365,12 +365,9 @@ class Navigator:
                 found[relation].append(node)
         return found
 
-    async def _containers(self) -> list[Space | Project]:
-        return await self._store.containers()
-
     async def _container(self, gate: Gate, container_id: str) -> Space | Project:
         """The space or project, if the caller may see it; NotFound otherwise (asked like any other id)."""
-        found = next((c for c in await self._containers() if c.id == container_id), None)
+        found = next((c for c in await self._store.containers() if c.id == container_id), None)
         await gate.require(container_id)
         if found is None:
             raise NotFound(container_id)
