@@ -378,6 +378,28 @@ async def test_each_batch_is_embedded_as_the_next_goes_in_not_held_to_the_write(
     assert parsed == []
 
 
+async def test_a_stores_rows_go_to_the_embedder_together_not_in_lightrags_thirty_twos(tmp_path: Path, extractor: LocalExtractor) -> None:
+    """The rows a vector store holds back at a checkpoint are embedded in calls of up to
+    ``EMBED_BATCH`` texts (each call costs the embedder time of its own, and most rows are short),
+    not in LightRAG's default 32s; and each is embedded once."""
+    calls: list[list[str]] = []
+
+    class Calls(LocalEmbedder):
+        async def embed(self, texts: list[str], *, query: bool = False):
+            calls.append(list(texts))
+            return await super().embed(texts, query=query)
+
+    pages = [" ".join(f"Set hive.exec.option{n} to turn on feature number {n}." for n in range(start, start + 15)) for start in range(0, 60, 15)]
+    async with open_index(tmp_path, Calls(), extractor) as index:
+        await index.upsert([IndexDocument(f"page:{number}", page) for number, page in enumerate(pages, start=1)])
+        names = [name for name in await index._rag.chunk_entity_relation_graph.get_all_labels() if name.startswith("hive.exec.option")]
+    assert len(names) == 60
+    heads = [[text for text in call if text.startswith("hive.exec.option")] for call in calls]
+    assert max(map(len, heads)) == 60, f"the entities' heads went in calls of {sorted(len(h) for h in heads if h)}"
+    texts = [text for call in calls for text in call]
+    assert len(texts) == len(set(texts)), "a text was embedded twice"
+
+
 class FailsOn(LocalEmbedder):
     """Fails every call that embeds ``text`` (while ``failing``)."""
 
