@@ -2,14 +2,22 @@
 
 The builders enforce what the model cannot: a page is listed once and has exactly one parent (or
 is a root), its parent is a page of the same space, there are no cycles, and subjects are spelled
-the way the model allows. A source that breaks one of these gets a SourceError naming the pages
-involved, before anything is written. From the checked tree each page gets exactly one guard (its
-nearest restricting ancestor) or the unguarded marker.
+the way the model allows. A source whose tree breaks one of these gets a SourceError naming the
+pages involved, before anything is written. From the checked tree each page gets exactly one guard
+(its nearest restricting ancestor) or the unguarded marker.
+
+A subject the model cannot hold (Browse granted to each issue's reporter, a holder type it has no
+relation for, a misspelt subject) is one grant, not a reason to stop every other permission
+change (DESIGN.md A13): it is left out and recorded in ``refused``. Leaving a grant out only ever
+narrows its object — every relation here is a positive grant, and whether a page or level
+restricts at all is decided from the source's list, not from the grants that survived — so a
+refusal fails that one grant closed and the rest of the update still reaches OpenFGA.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from authz.base import Check, Condition, RelationTuple
@@ -26,10 +34,27 @@ LIVE_GRANT = "live_grant"
 # Grants (task objects) are written by people, through authz.grants, and never touched by a sync.
 SOURCE_TYPES = frozenset({"group", "space", "page", "project_role", "project", "security_level", "issue"})
 
-def _subject(subject: str, where: str, *, everyone: bool = False, roles: bool = False) -> str:
-    """``subject`` if the model allows it here: ``user:<id>``, ``group:<id>#member``, ``user:*``
-    where everyone may be allowed, ``project_role:<id>#member`` where roles may be; a SourceError
-    naming ``where`` otherwise."""
+@dataclass(frozen=True)
+class Unexpressed:
+    """A grant the model cannot hold, left out: ``subject`` is not written as ``relation`` of
+    ``object``, so the object is at most as visible as the source says (fail closed)."""
+
+    object: str
+    relation: str
+    subject: str
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.object} {self.relation}: {self.subject!r} left out ({self.why})"
+
+
+Refusals = list[Unexpressed]
+
+
+def _subject(subject: str, obj: str, relation: str, refused: Refusals, *, everyone: bool = False, roles: bool = False) -> str | None:
+    """``subject`` if the model allows it as ``relation`` of ``obj``: ``user:<id>``,
+    ``group:<id>#member``, ``user:*`` where everyone may be allowed, ``project_role:<id>#member``
+    where roles may be; otherwise None, with the refusal recorded."""
     if everyone and subject == EVERYONE:
         return subject
     kind, _, name = subject.partition(":")
@@ -43,37 +68,48 @@ def _subject(subject: str, where: str, *, everyone: bool = False, roles: bool = 
     except InvalidArgument:
         pass
     allowed = "'user:<id>', 'group:<id>#member'" + (", 'project_role:<id>#member'" if roles else "") + (" or 'user:*'" if everyone else "")
-    raise SourceError(f"{where}: subject {subject!r} is not one of {allowed}")
+    why = _PER_ISSUE.get(subject) or f"not one of {allowed}"
+    refused.append(Unexpressed(obj, relation, subject, why))
+    return None
+
+
+# Jira grants whose holder is decided per issue, which a project-wide relation cannot say.
+_PER_ISSUE = {
+    REPORTER: "granted to each issue's reporter, which no project-wide grant can express",
+    ASSIGNEE: "granted to each issue's assignee, which no project-wide grant can express",
+}
+
+
+def _tuples(subjects: Iterable[str], relation: str, obj: str, refused: Refusals, **allowed: bool) -> set[RelationTuple]:
+    """``relation`` of ``obj`` for each subject the model can hold; the others are refused."""
+    found = (_subject(subject, obj, relation, refused, **allowed) for subject in subjects)
+    return {RelationTuple(subject, relation, obj) for subject in found if subject is not None}
 
 
 def _role(name: str) -> str:
     return f"project_role:{ids.group_id(name).removeprefix('group:')}"  # the same spelling rules as a group
 
 
-def _group(name: str) -> str:
-    try:
-        return ids.group_id(name)
-    except InvalidArgument as exc:
-        raise SourceError(f"group {name!r}: {exc}") from exc
+def group_tuples(group_members: Mapping[str, Iterable[str]], refused: Refusals | None = None) -> set[RelationTuple]:
+    """Each group's members; a group whose name the model cannot hold gets none (its grants
+    elsewhere are refused as subjects too)."""
+    refused = [] if refused is None else refused
+    tuples: set[RelationTuple] = set()
+    for group, members in group_members.items():
+        try:
+            tuples |= _tuples(members, "member", ids.group_id(group), refused)
+        except InvalidArgument as exc:
+            refused.append(Unexpressed(f"group:{group}", "member", "(all members)", str(exc)))
+    return tuples
 
 
-def group_tuples(group_members: Mapping[str, Iterable[str]]) -> set[RelationTuple]:
-    return {
-        RelationTuple(_subject(member, f"members of group {group!r}"), "member", _group(group))
-        for group, members in group_members.items()
-        for member in members
-    }
-
-
-def space_tuples(space_key: str, permissions: Permissions) -> set[RelationTuple]:
+def space_tuples(space_key: str, permissions: Permissions, refused: Refusals | None = None) -> set[RelationTuple]:
     """Who may view the space. ``user:*`` (every signed-in user) only when the source lists it."""
-    return {
-        RelationTuple(_subject(subject, f"viewers of space {space_key}", everyone=True), VIEWER, ids.space_id(space_key))
-        for subject in permissions.space_viewers.get(space_key, ())
-    }
+    viewers = permissions.space_viewers.get(space_key, ())
+    return _tuples(viewers, VIEWER, ids.space_id(space_key), [] if refused is None else refused, everyone=True)
 
 
-def page_tuples(page: Page, permissions: Permissions, guard: str | None) -> set[RelationTuple]:
+def page_tuples(page: Page, permissions: Permissions, guard: str | None, refused: Refusals | None = None) -> set[RelationTuple]:
     """Space, existence marker, guard edge or unguarded marker, and own restriction or the
     unrestricted marker. ``guard`` is the page id of the nearest restricting ancestor (see
     :func:`guards`). A page the permissions do not classify gets no restriction tuple at all and
@@ -90,11 +126,8 @@ def page_tuples(page: Page, permissions: Permissions, guard: str | None) -> set[
     restriction = permissions.page_restrictions.get(page.page_id)
     if restriction is None:
         return tuples  # unclassified: no marker, so nobody passes its restriction
-    if restriction:
-        tuples.update(
-            RelationTuple(_subject(subject, f"restriction of {page.id}"), "restricted_viewer", page.id)
-            for subject in restriction
-        )
+    if restriction:  # restricted, whatever survives of its subjects: a refused one narrows it
+        tuples |= _tuples(restriction, "restricted_viewer", page.id, [] if refused is None else refused)
     else:
         tuples.add(RelationTuple(EVERYONE, "unrestricted", page.id))
     return tuples
@@ -163,13 +196,15 @@ def _parent_name(parent: str | None) -> str:
     return "the space root" if parent is None else f"page:{parent}"
 
 
-def confluence_tuples(space_key: str, pages: Iterable[Page], permissions: Permissions) -> set[RelationTuple]:
+def confluence_tuples(space_key: str, pages: Iterable[Page], permissions: Permissions, refused: Refusals | None = None) -> set[RelationTuple]:
+    """The space's tuples; grants the model cannot hold are left out and added to ``refused``."""
+    refused = [] if refused is None else refused
     pages = list(pages)
     check_tree(space_key, pages)
     guard_of = guards(pages, permissions)
-    tuples = group_tuples(permissions.group_members) | space_tuples(space_key, permissions)
+    tuples = group_tuples(permissions.group_members, refused) | space_tuples(space_key, permissions, refused)
     for page in pages:
-        tuples |= page_tuples(page, permissions, guard_of[page.page_id])
+        tuples |= page_tuples(page, permissions, guard_of[page.page_id], refused)
     return tuples
 
 
@@ -251,26 +286,29 @@ def check_issue_tree(project_key: str, issues: Sequence[Issue]) -> None:
     _refuse_cycles(parent_of, "issue")
 
 
-def jira_tuples(project_key: str, issues: Iterable[Issue], permissions: JiraPermissions) -> set[RelationTuple]:
+def jira_tuples(project_key: str, issues: Iterable[Issue], permissions: JiraPermissions, refused: Refusals | None = None) -> set[RelationTuple]:
     """Browse, roles, security levels and every issue of one project. A sub-task follows its
-    parent (and carries the level Jira gives it); every other issue stands on its own."""
+    parent (and carries the level Jira gives it); every other issue stands on its own. Grants
+    the model cannot hold are left out and added to ``refused``."""
+    refused = [] if refused is None else refused
     issues = list(issues)
     check_issue_tree(project_key, issues)
     project = ids.project_id(project_key)
-    tuples = group_tuples(permissions.group_members)
-    tuples |= {
-        RelationTuple(_subject(subject, f"browsers of project {project_key}", everyone=True, roles=True), VIEWER, project)
-        for subject in permissions.project_browsers.get(project_key, ())
-    }
+    tuples = group_tuples(permissions.group_members, refused)
+    tuples |= _tuples(permissions.project_browsers.get(project_key, ()), VIEWER, project, refused, everyone=True, roles=True)
     for role, members in permissions.role_members.items():
-        if role.partition(".")[0] == project_key:
-            tuples |= {RelationTuple(_subject(m, f"members of role {role!r}"), "member", _role(role)) for m in members}
+        if role.partition(".")[0] != project_key:
+            continue
+        try:
+            tuples |= _tuples(members, "member", _role(role), refused)
+        except InvalidArgument as exc:
+            refused.append(Unexpressed(f"project_role:{role}", "member", "(all members)", str(exc)))
     for issue in issues:
-        tuples |= issue_tuples(issue, permissions)
+        tuples |= issue_tuples(issue, permissions, refused)
     return tuples
 
 
-def issue_tuples(issue: Issue, permissions: JiraPermissions) -> set[RelationTuple]:
+def issue_tuples(issue: Issue, permissions: JiraPermissions, refused: Refusals | None = None) -> set[RelationTuple]:
     """Project, existence, parent or own-visibility marker, and its security: the level with its
     members (and the reporter and assignee when the level admits them), or the unsecured marker."""
     me = issue.id
@@ -286,13 +324,13 @@ def issue_tuples(issue: Issue, permissions: JiraPermissions) -> set[RelationTupl
     level_object = security_level_id(issue.project_key, level)
     tuples.add(RelationTuple(level_object, "security", me))
     members = permissions.level_members.get(level, ())
-    for member in members:
-        if member not in (REPORTER, ASSIGNEE):
-            tuples.add(RelationTuple(_subject(member, f"members of security level {level!r}", everyone=True, roles=True), "member", level_object))
+    others = [member for member in members if member not in (REPORTER, ASSIGNEE)]
+    tuples |= _tuples(others, "member", level_object, [] if refused is None else refused, everyone=True, roles=True)
     for role, person in ((REPORTER, issue.reporter), (ASSIGNEE, issue.assignee)):
         if role in members and person is not None:
-            tuples.add(RelationTuple(ids.user_id(person), role, me))
-            tuples.add(RelationTuple(EVERYONE, f"level_admits_{role}", me))
+            subject = _subject(f"user:{person}", me, role, [] if refused is None else refused)  # an id made by ids.user_name
+            if subject is not None:
+                tuples |= {RelationTuple(subject, role, me), RelationTuple(EVERYONE, f"level_admits_{role}", me)}
     return tuples
 
 

@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from core import ids
 from core.errors import AuthorizationUnavailable, InvalidArgument, NavigatorUnavailable, WayfinderError
 from core.settings import Settings
 
@@ -95,7 +96,8 @@ def grants_add(
     from authz import grants
 
     lifetime = _checked(lambda: grants.parse_ttl(ttl))
-    made = _grants(lambda store: grants.grant(store, user, agent, task, lifetime))
+    grantor = _checked(lambda: ids.user_name(user))  # a user named as everywhere else (DESIGN.md A14)
+    made = _grants(lambda store: grants.grant(store, grantor, agent, task, lifetime))
     console.print(f"granted: {made.agent} acts for {made.user} on {made.task} until {made.expires_at:%Y-%m-%d %H:%M:%S} UTC")
 
 
@@ -108,7 +110,8 @@ def grants_revoke(
     """Delete USER's grants (all, or those matching --agent / --task). Takes effect on the next request."""
     from authz import grants
 
-    gone = _grants(lambda store: grants.revoke(store, user, agent, task))
+    grantor = _checked(lambda: ids.user_name(user))
+    gone = _grants(lambda store: grants.revoke(store, grantor, agent, task))
     console.print(f"revoked {len(gone)} grant(s)")
 
 

@@ -98,6 +98,18 @@ def parse(typed_id: object) -> tuple[str, str]:
     return kind, raw
 
 
+def user_name(raw: str) -> str:
+    """The one Wayfinder id of a person, from the name any entry point gives (DESIGN.md A14): a
+    Confluence or Jira user (Data Center username, Cloud account id) in restrictions, groups,
+    roles, levels, reporters and assignees; a token's ``sub``; the stdio principal; the Slack
+    bot's directory answer. Every entry maps a raw name through here exactly once, so the same
+    person is the same id everywhere, and no raw name is taken as an id: a name shaped like a
+    digest is digested again, so nobody can pick a name equal to another person's id."""
+    if not isinstance(raw, str) or not raw.strip():
+        raise InvalidArgument(f"invalid user name: {_shown(raw)}")
+    return safe_name(raw)
+
+
 def safe_name(name: str) -> str:
     """A Confluence or Jira user or group name as a Wayfinder id. Names OpenFGA cannot hold
     (spaces, ':', '#', …), and names that start with the digests' prefix ``x-``, become a stable

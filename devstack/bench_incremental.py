@@ -39,7 +39,7 @@ from core.settings import Settings
 from devstack import stack
 from devstack.reports import write_report
 from devstack.atlassian.admin import Emulator
-from devstack.atlassian.hive import seed_hive
+from devstack.atlassian.hive import SYNC_LOGIN, seed_hive
 from devstack.atlassian.runner import serving
 from devstack.atlassian.site import Site
 from devstack.leaks import synced_from
@@ -190,7 +190,7 @@ class _Churn:
         for n, page_id in enumerate(edited):
             self._admin("PUT", f"/pages/{page_id}", {"by": "alice", "body": site.pages[page_id].body + f"<p>Benchmark edit zyzzyva{n}.</p>"})
         self._admin("POST", f"/pages/{moved}/move", {"parent_id": DESIGN_DOCS_PAGE, "by": "alice"})
-        self._admin("PUT", f"/pages/{restricted}/restrictions", {"users": ["alice"], "groups": []})
+        self._admin("PUT", f"/pages/{restricted}/restrictions", {"users": ["alice", SYNC_LOGIN], "groups": []})  # the sync account keeps reading it
         self._admin("DELETE", f"/pages/{deleted}")
         self._admin("DELETE", "/groups/hive-users/members/bob")
         return {"edited": edited, "moved": moved, "restricted": restricted, "deleted": deleted, "membership": ("hive-users", "bob")}

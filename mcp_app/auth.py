@@ -12,7 +12,9 @@ A token names a user (``sub``), or an agent acting for a user on one task (its c
 ``act.sub`` and ``task``, the shape OAuth token exchange gives delegated tokens). Either way the
 principal is built from the verified token of the HTTP request being served, never from the
 session: the MCP SDK also refuses a session id presented with another credential than the one
-that opened it.
+that opened it. The user a token names is a raw name (an account id, a username, an e-mail
+address): it becomes a Wayfinder id through :func:`core.ids.user_name` here, once, as every name a
+source reads does (DESIGN.md A14), so no token can name a user by another user's id.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from fastmcp.server.auth import AccessToken, AuthProvider, JWTVerifier, RemoteAu
 from fastmcp.server.dependencies import get_access_token
 from pydantic import AnyHttpUrl
 
+from core import ids
 from core.errors import ConfigurationError, InvalidArgument, Unauthenticated
 from core.models import Principal
 from core.settings import MIN_TOKEN_CHARS, MCPSettings, OAuthSettings, TokenPrincipal
@@ -43,7 +46,7 @@ class StaticTokens(TokenVerifier):
 
     def __init__(self, tokens: Mapping[str, str | TokenPrincipal]) -> None:
         super().__init__()
-        self._principals: list[tuple[bytes, Principal]] = []
+        self._principals: list[tuple[bytes, dict[str, str | None]]] = []  # the owner as configured: raw names
         for number, (token, owner) in enumerate(tokens.items(), start=1):
             if len(token) < MIN_TOKEN_CHARS:
                 raise ConfigurationError(
@@ -52,10 +55,10 @@ class StaticTokens(TokenVerifier):
                 )
             fields = owner.model_dump() if isinstance(owner, TokenPrincipal) else {"user": owner}
             try:
-                principal = Principal(**fields)
+                principal_of(fields["user"], fields.get("agent"), fields.get("task"))
             except (InvalidArgument, ValueError) as exc:  # ValueError: pydantic's ValidationError
                 raise ConfigurationError(f"mcp.tokens: token #{number}: {exc}") from exc
-            self._principals.append((_fingerprint(token), principal))
+            self._principals.append((_fingerprint(token), fields))
 
     async def verify_token(self, token: str) -> AccessToken | None:
         presented = _fingerprint(token)
@@ -65,10 +68,11 @@ class StaticTokens(TokenVerifier):
                 found = principal
         if found is None:
             return None
-        claims: dict[str, object] = {"sub": found.user}
-        if found.agent is not None:
-            claims |= {"act": {"sub": found.agent}, "task": found.task}
-        return AccessToken(token=token, client_id=_client_id(found.user, found.agent), subject=found.user, scopes=[], claims=claims)
+        user, agent = str(found["user"]), found.get("agent")
+        claims: dict[str, object] = {"sub": user}
+        if agent is not None:
+            claims |= {"act": {"sub": agent}, "task": found.get("task")}
+        return AccessToken(token=token, client_id=_client_id(user, agent), subject=user, scopes=[], claims=claims)
 
 
 def _client_id(user: str, agent: str | None) -> str:
@@ -152,10 +156,15 @@ def http_identity() -> Principal:
             raise Unauthenticated("the token's delegation claims (act.sub, task) are malformed")
         agent = act["sub"]
     try:
-        # Validated as ids: never a wildcard or a userset such as "x#member".
-        return Principal(user=token.subject, agent=agent, task=task)
+        return principal_of(token.subject, agent, task)
     except (InvalidArgument, ValueError) as exc:
         raise Unauthenticated("the token does not name a valid principal") from exc
+
+
+def principal_of(user: str, agent: str | None = None, task: str | None = None) -> Principal:
+    """The principal a credential names: its user through the one identity function, its agent
+    and task validated as ids (never a wildcard or a userset such as ``x#member``)."""
+    return Principal(user=ids.user_name(user), agent=agent, task=task)
 
 
 def fixed_identity(user: str | None) -> Identify:
@@ -163,7 +172,7 @@ def fixed_identity(user: str | None) -> Identify:
     if not user:
         raise ConfigurationError("stdio needs WAYFINDER_MCP__STDIO_PRINCIPAL: the user the local agent acts for")
     try:
-        principal = Principal(user=user)
+        principal = principal_of(user)
     except InvalidArgument as exc:
         raise ConfigurationError(f"WAYFINDER_MCP__STDIO_PRINCIPAL: {exc}") from exc
     return lambda: principal

@@ -18,11 +18,12 @@ from datetime import datetime, timedelta
 
 from rich.console import Console
 
+from core import ids
 from core.models import Issue, JiraPermissions, Project
 from core.settings import Settings
 from core.workers import worker_pool
 from pipeline.issues import placed_issues
-from pipeline.raw_store import Changes, RawStore, StoredIssue
+from pipeline.raw_store import Changes, RawStore, StoredIssue, vanished_warning
 from pipeline.sources.jira_rest import JiraRestSource
 from pipeline.transform.jira import issue_markdown
 
@@ -32,7 +33,12 @@ MAX_CONVERTERS = 2  # worker processes converting issue texts
 @dataclass
 class JiraReport(Changes):
     converted: int = 0
+    restricted_comments: int = 0  # of the issues converted: comments kept out of their text (role or group only)
     newest: dict[str, datetime] = field(default_factory=dict)  # project → newest ``updated`` seen
+
+    def summary(self) -> str:
+        kept_out = f", {self.restricted_comments} restricted comment(s) kept out of issue text" if self.restricted_comments else ""
+        return super().summary() + kept_out
 
 
 async def reconcile_projects(settings: Settings, source: JiraRestSource, store: RawStore, report: JiraReport, console: Console) -> dict[str, list[str]]:
@@ -47,8 +53,11 @@ async def reconcile_projects(settings: Settings, source: JiraRestSource, store: 
         report.added += changes.added
         report.moved += changes.moved
         report.deleted += changes.deleted
+        report.vanished += changes.vanished
         changed_permissions[key] = changes.permissions_changed
         console.print(f"{key} (Jira): {len(listing)} issues listed; {len(changes.added)} new, {len(changes.deleted)} deleted, {len(changes.moved)} moved")
+        if changes.vanished:
+            console.print(f"[yellow]{vanished_warning(f'project {key}', len(changes.vanished), 'issues', 'WAYFINDER_JIRA__MAX_DELETED_SHARE')}[/yellow]")
     return changed_permissions
 
 
@@ -83,6 +92,7 @@ async def convert_issues(settings: Settings, store: RawStore, report: JiraReport
     todo = [stored for key in settings.jira.projects for stored in await store.issues(key) if stored.needs_conversion and stored.body]
     if not todo:
         return
+    report.restricted_comments += sum(1 for stored in todo for c in (stored.body or {}).get("comments", []) if c.get("visibility"))
     workers = min(MAX_CONVERTERS, os.cpu_count() or 1, len(todo) // 20)
     if workers < 2:  # a few issues (the usual incremental run): a thread, no process to start
         for stored in todo:
@@ -98,9 +108,9 @@ async def convert_issues(settings: Settings, store: RawStore, report: JiraReport
     console.print(f"converted {report.converted} issue(s) to Markdown")
 
 
-async def for_sinks(settings: Settings, store: RawStore) -> list[tuple[Project, Sequence[Issue], JiraPermissions]]:
+async def for_sinks(settings: Settings, store: RawStore) -> list[tuple[Project, Sequence[Issue], JiraPermissions, frozenset[str]]]:
     """Each configured project as the sinks take it: the project, its issues placed in their tree,
-    its permissions."""
+    its permissions, and the ids of its vanished issues (held, hidden from everyone)."""
     found = []
     for remote, permissions in await store.jira_projects():
         if remote.key not in settings.jira.projects:
@@ -108,11 +118,15 @@ async def for_sinks(settings: Settings, store: RawStore) -> list[tuple[Project, 
         stored = await store.issues(remote.key)
         links = {s.listed.key: [other for _, direction, other in (s.body or {}).get("links", []) if direction == "outward"] for s in stored}
         issues = placed_issues([s.listed for s in stored], {s.listed.key: s.markdown for s in stored if s.markdown}, links)
-        found.append((Project(key=remote.key, name=remote.name, url=remote.url), issues, permissions))
+        hidden = frozenset(ids.issue_id(s.listed.key) for s in stored if s.vanished)
+        found.append((Project(key=remote.key, name=remote.name, url=remote.url), issues, permissions, hidden))
     return found
 
 
 def _markdown_args(stored: StoredIssue) -> tuple[str, str, object, list[tuple[str | None, str, object]]]:
+    """What an issue's Markdown is made of: its text and the comments everyone who sees the issue
+    sees. A comment restricted to a role or group has readers of its own, so it never joins the
+    issue's text (DESIGN.md A14): its readers are fewer than the issue's."""
     body = stored.body or {}
-    comments = [(c.get("author"), c.get("created", ""), c.get("body")) for c in body.get("comments", [])]
+    comments = [(c.get("author"), c.get("created", ""), c.get("body")) for c in body.get("comments", []) if not c.get("visibility")]
     return stored.listed.key, stored.listed.summary, body.get("description"), comments

@@ -7,7 +7,8 @@ directory by default; a PostgreSQL database when ``WAYFINDER_RAW_STORE_URL`` nam
 * ``pages`` is the current state of each page: place in the tree, read restrictions, the version
   whose body is held, the Markdown converted from it (or the conversion error, retried next run),
   and two revisions kept apart: ``content_revision`` (title and text) and ``permission_revision``
-  (restrictions), so a permission-only change touches tuples and nothing else.
+  (restrictions), so a permission-only change touches tuples and nothing else. ``vanished`` says
+  since when a held page is missing from the listing without being purged (below).
 * ``spaces`` holds each space's readers and its watermark; ``groups`` the members of each group.
 * ``attachments`` holds the images pages show (bytes and hash), ``alt_texts`` the alt text written
   for an image in a context (by image hash and context hash), ``page_images`` which image each
@@ -15,6 +16,14 @@ directory by default; a PostgreSQL database when ``WAYFINDER_RAW_STORE_URL`` nam
 * ``jira_projects`` holds each Jira project's permissions and watermark; ``jira_issues`` each
   issue's listed fields (type, parent, level, people), the text last fetched as sent (only the
   latest is kept) and its Markdown.
+
+**Vanished is hidden at once, purged only when it is plausible.** A page (or issue) the listing no
+longer shows has been deleted, or the sync account may no longer read it — a restriction that
+leaves it out looks exactly like a deletion. Either way nobody may see it from this sync on
+(DESIGN.md A13), so the sinks get no tuples for it. Its content is purged with it when few went;
+when more than the allowed share of a space went at once (a restriction over a large subtree, or a
+listing cut short), the content is kept and marked ``vanished`` until an operator allows the purge
+(or the pages come back), and nothing else about the sync waits for that.
 
 Every write is one transaction: a sync killed at any point leaves a consistent store, and the
 next run picks up from it (watermarks move only after the sinks have succeeded). The same
@@ -56,7 +65,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 
-from core.errors import ConfigurationError, SourceError
+from core.errors import ConfigurationError
 from core.models import Image, JiraPermissions
 from core.settings import Settings
 from pipeline.sources.confluence_rest import RemotePage, RemoteSpace
@@ -99,6 +108,7 @@ pages = Table(
     Column("conversion_error", Text),
     Column("content_revision", Text),
     Column("permission_revision", Text, nullable=False),
+    Column("vanished", Text),  # when it first went missing from the listing, content kept; None while listed
     Index("pages_by_space", "space_key"),
 )
 spaces = Table(
@@ -159,15 +169,19 @@ jira_issues = Table(
     Column("markdown", Text),
     Column("converted_updated", Text),
     Column("converter", Integer),
+    Column("vanished", Text),  # as for pages
     Index("jira_issues_by_project", "project_key"),
 )
 
-# Columns added to ``pages`` after its first release, added in place to older stores.
-_ADDED_COLUMNS = ("converter",)
+# The shape of ``jira_issues.body``; a text kept in an older one is fetched again (2: each
+# comment's visibility).
+ISSUE_BODY_FORMAT = 2
+# Columns added after a table's first release, added in place to older stores.
+_ADDED_COLUMNS = (("pages", "converter"), ("pages", "vanished"), ("jira_issues", "vanished"))
 # Ids per IN (...) list: far below every engine's limit on bound parameters.
 _CHUNK = 500
 # The columns of ``pages`` that a listing or a fetch sets (``_page_row``).
-_LISTED = ("space_key", "title", "parent_id", "position", "version", "last_modified", "url", "read_users", "read_groups", "permission_revision")
+_LISTED = ("space_key", "title", "parent_id", "position", "version", "last_modified", "url", "read_users", "read_groups", "permission_revision", "vanished")
 
 
 @dataclass(frozen=True)
@@ -189,6 +203,7 @@ class StoredPage:
     conversion_error: str | None
     last_modified: datetime | None = None
     labels: tuple[str, ...] = ()  # of the version whose body is held
+    vanished: bool = False  # missing from the listing, content kept until the purge is allowed: hidden
 
     @property
     def needs_body(self) -> bool:
@@ -207,10 +222,13 @@ class StoredIssue:
     markdown: str | None
     converted_updated: str | None
     converter: int | None
+    vanished: bool = False  # as for pages
 
     @property
     def needs_body(self) -> bool:
-        return self.body_updated != self.listed.updated.isoformat()
+        """Its text is older than the listing, or was kept in an older shape (without comment
+        visibility, say): fetched again rather than read as something it does not say."""
+        return self.body_updated != self.listed.updated.isoformat() or (self.body or {}).get("format") != ISSUE_BODY_FORMAT
 
     @property
     def needs_conversion(self) -> bool:
@@ -236,11 +254,12 @@ class Changes:
     moved: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     permission_only: list[str] = field(default_factory=list)
+    vanished: list[str] = field(default_factory=list)  # hidden now, content kept until the purge is allowed
 
     def summary(self) -> str:
         return (
             f"{len(self.added)} added, {len(self.changed)} changed, {len(self.moved)} moved, {len(self.deleted)} deleted, "
-            f"{len(self.permission_only)} permission-only"
+            f"{len(self.permission_only)} permission-only" + (f", {len(self.vanished)} vanished (hidden, content kept)" if self.vanished else "")
         )
 
 
@@ -249,7 +268,8 @@ class Reconciled:
     """What a listing of a space changed in the store."""
 
     added: list[str] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)  # gone from the listing and purged
+    vanished: list[str] = field(default_factory=list)  # gone from the listing, too many at once to purge: hidden, kept
     moved: list[str] = field(default_factory=list)
     permissions_changed: list[str] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)  # a newer version than the body held
@@ -324,11 +344,10 @@ class RawStore:
             self._engine = _engine(self._url)
             with self._engine.begin() as db:
                 _metadata.create_all(db)
-                held = {column["name"] for column in inspect(db).get_columns("pages")}
-                for name in _ADDED_COLUMNS:  # stores written by an older release
-                    if name not in held:
-                        column = pages.c[name]
-                        db.execute(text(f"ALTER TABLE pages ADD COLUMN {name} {column.type.compile(db.dialect)}"))
+                for table, name in _ADDED_COLUMNS:  # stores written by an older release
+                    if name not in {column["name"] for column in inspect(db).get_columns(table)}:
+                        column = _metadata.tables[table].c[name]
+                        db.execute(text(f"ALTER TABLE {table} ADD COLUMN {name} {column.type.compile(db.dialect)}"))
         except (OperationalError, NoSuchModuleError) as exc:
             raise ConfigurationError(f"the raw store at {self.address} cannot be used: {_first_line(exc)}") from None
 
@@ -375,9 +394,9 @@ class RawStore:
 
     async def reconcile(self, space_key: str, listing: Sequence[RemotePage], *, max_deleted_share: float = 1.0) -> Reconciled:
         """Make the store's tree and restrictions of ``space_key`` those of ``listing``. Bodies are
-        kept; pages no longer listed are deleted (with their history). A listing that would delete
-        more than ``max_deleted_share`` of the space's pages (over 20 of them) changes nothing and
-        raises: a listing cut short must not empty every store."""
+        kept; pages no longer listed are deleted (with their history) — unless more than
+        ``max_deleted_share`` of the space's pages (over 20 of them) went at once: then they are
+        kept, marked vanished (hidden from everyone by the sinks), until a run allows their purge."""
         listed_ids = [page.page_id for page in listing]
         state = select(pages.c.page_id, pages.c.space_key, pages.c.parent_id, pages.c.position, pages.c.permission_revision, pages.c.body_version)
 
@@ -402,14 +421,11 @@ class RawStore:
                         changes.permissions_changed.append(page.page_id)
                 if old is None or old["body_version"] != page.version:
                     changes.stale.append(page.page_id)
-            changes.deleted = sorted(set(held) - set(listed_ids))
-            if len(changes.deleted) > 20 and len(changes.deleted) > max_deleted_share * len(held):
-                raise SourceError(
-                    f"the listing of space {space_key} would delete {len(changes.deleted)} of its {len(held)} pages; nothing "
-                    "was changed. If that many pages really went, raise WAYFINDER_CONFLUENCE__MAX_DELETED_SHARE for one run."
-                )
+            _purge_or_keep(changes, sorted(set(held) - set(listed_ids)), len(held), max_deleted_share)
             if listing:
                 db.execute(self._upsert(pages, _LISTED), [_page_row(page) for page in listing])
+            for ids in _chunks(changes.vanished):
+                db.execute(update(pages).where(pages.c.page_id.in_(ids), pages.c.vanished.is_(None)).values(vanished=_now()))
             for ids in _chunks(changes.deleted):
                 for table in (pages, page_versions, page_images, attachments):
                     db.execute(delete(table).where(table.c.page_id.in_(ids)))
@@ -492,8 +508,8 @@ class RawStore:
 
     async def reconcile_issues(self, project_key: str, listing: Sequence[RemoteIssue], *, max_deleted_share: float = 1.0) -> Reconciled:
         """Make the store's issues of ``project_key`` those of ``listing`` (place, level, people);
-        texts are kept, issues no longer listed deleted — unless that would delete more than
-        ``max_deleted_share`` of them (over 20): then nothing changes and the sync stops."""
+        texts are kept, issues no longer listed deleted — unless more than ``max_deleted_share``
+        of them (over 20) went at once: then they are kept and marked vanished, as pages are."""
 
         def run(db: Connection) -> Reconciled:
             state = select(jira_issues.c.issue_key, jira_issues.c.listing, jira_issues.c.body_updated)
@@ -511,14 +527,11 @@ class RawStore:
                         changes.permissions_changed.append(issue.key)
                 if old is None or old["body_updated"] != issue.updated.isoformat():
                     changes.stale.append(issue.key)
-            changes.deleted = sorted(set(held) - {issue.key for issue in listing})
-            if len(changes.deleted) > 20 and len(changes.deleted) > max_deleted_share * len(held):
-                raise SourceError(
-                    f"the listing of project {project_key} would delete {len(changes.deleted)} of its {len(held)} issues; nothing "
-                    "was changed. If that many issues really went, raise WAYFINDER_JIRA__MAX_DELETED_SHARE for one run."
-                )
+            _purge_or_keep(changes, sorted(set(held) - {issue.key for issue in listing}), len(held), max_deleted_share)
             if listing:
-                db.execute(self._upsert(jira_issues, ("project_key", "listing", "updated")), [_issue_row(issue) for issue in listing])
+                db.execute(self._upsert(jira_issues, ("project_key", "listing", "updated", "vanished")), [_issue_row(issue) for issue in listing])
+            for keys in _chunks(changes.vanished):
+                db.execute(update(jira_issues).where(jira_issues.c.issue_key.in_(keys), jira_issues.c.vanished.is_(None)).values(vanished=_now()))
             for keys in _chunks(changes.deleted):
                 db.execute(delete(jira_issues).where(jira_issues.c.issue_key.in_(keys)))
             return changes
@@ -639,6 +652,7 @@ def _page_row(page: RemotePage) -> dict[str, object]:
         "read_users": json.dumps(page.read_users),
         "read_groups": json.dumps(page.read_groups),
         "permission_revision": permission_revision(page.read_users, page.read_groups),
+        "vanished": None,  # listed or fetched: seen by the sync account now
     }
 
 
@@ -661,6 +675,7 @@ def _stored(row: Mapping[str, Any]) -> StoredPage:
         conversion_error=row["conversion_error"],
         last_modified=datetime.fromisoformat(row["last_modified"]) if row.get("last_modified") else None,
         labels=tuple(json.loads(row["labels"])) if row.get("labels") else (),
+        vanished=row.get("vanished") is not None,
     )
 
 
@@ -668,13 +683,17 @@ def _issue_row(issue: RemoteIssue) -> dict[str, object]:
     fields = {**dataclasses.asdict(issue), "updated": issue.updated.isoformat()}
     for name in ("description", "comments", "links"):  # the text is the body's
         fields.pop(name)
-    return {"issue_key": issue.key, "project_key": issue.project_key, "listing": json.dumps(fields), "updated": issue.updated.isoformat()}
+    return {"issue_key": issue.key, "project_key": issue.project_key, "listing": json.dumps(fields), "updated": issue.updated.isoformat(), "vanished": None}
 
 
 def _issue_body(issue: RemoteIssue) -> dict[str, Any]:
     return {
+        "format": ISSUE_BODY_FORMAT,
         "description": issue.description,
-        "comments": [{"author": c.author, "created": c.created.isoformat(), "body": c.body} for c in issue.comments],
+        "comments": [
+            {"author": c.author, "created": c.created.isoformat(), "body": c.body, "visibility": list(c.visibility) if c.visibility else None}
+            for c in issue.comments
+        ],
         "links": [list(link) for link in issue.links],
     }
 
@@ -682,7 +701,30 @@ def _issue_body(issue: RemoteIssue) -> dict[str, Any]:
 def _stored_issue(row: Mapping[str, Any]) -> StoredIssue:
     fields = json.loads(row["listing"])
     listed = RemoteIssue(**{**fields, "updated": datetime.fromisoformat(fields["updated"]), "labels": tuple(fields["labels"])})
-    return StoredIssue(listed, row["body_updated"], json.loads(row["body"]) if row["body"] else None, row["markdown"], row["converted_updated"], row["converter"])
+    body = json.loads(row["body"]) if row["body"] else None
+    return StoredIssue(listed, row["body_updated"], body, row["markdown"], row["converted_updated"], row["converter"], row.get("vanished") is not None)
+
+
+def _purge_or_keep(changes: Reconciled, gone: list[str], held: int, max_share: float) -> None:
+    """What went missing from a listing is purged, or — when more than ``max_share`` of the
+    ``held`` went at once (over 20) — kept as vanished. Hidden either way: the caller's sinks
+    write no tuples for it."""
+    if len(gone) > 20 and len(gone) > max_share * held:
+        changes.vanished = gone
+    else:
+        changes.deleted = gone
+
+
+def vanished_warning(where: str, count: int, kind: str, setting: str) -> str:
+    """What a sync says of objects kept as vanished, and how an operator purges them."""
+    return (
+        f"{where}: {count} {kind} vanished from the sync account's view (deleted, or newly restricted without it); "
+        f"hidden from everyone now, their content kept. If they really went, raise {setting} for one run to purge them."
+    )
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
 
 
 def _chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:

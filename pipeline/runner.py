@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from authz.client import OpenFGAClient
 from authz.prefilter import ACL_FILE, AclKeys
-from authz.tuples import anchors, confluence_tuples, issue_anchors, jira_tuples
+from authz.tuples import Unexpressed, anchors, confluence_tuples, issue_anchors, jira_tuples
 from core import ids
 from core.models import Image, Issue, JiraPermissions, Page, Permissions, Project, Space
 from core.settings import Settings
@@ -29,6 +29,7 @@ from retrievers.factory import OpenIndex, semantic_index
 
 
 _ISSUE_KEY = re.compile(r"\b[A-Z][A-Z0-9_]{0,63}-[0-9]{1,12}\b")
+MAX_REFUSALS_SHOWN = 20  # of the grants left out, named in the sync's output (all are in its report)
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class IndexReport:
     index: IndexSync | None  # None when the run touched permissions only
     index_seconds: float
     total_seconds: float
+    refused: tuple[Unexpressed, ...] = ()  # grants the model cannot hold, left out (fail closed)
 
     @property
     def docs_per_second(self) -> float:
@@ -61,28 +63,37 @@ async def run_sinks(
     open_index: OpenIndex = semantic_index,
     usage: Usage | None = None,
     jira: Sequence[tuple[Project, Sequence[Issue], JiraPermissions]] = (),
+    hidden: frozenset[str] = frozenset(),
 ) -> IndexReport:
     """Bring OpenFGA, and unless ``content`` is False Neo4j and LightRAG, to ``pages_by_space``
     and the Jira projects in ``jira`` (project, its issues placed, its permissions). ``indexable``
-    (page ids) limits the pages LightRAG holds: pages without converted text stay out."""
+    (page ids) limits the pages LightRAG holds: pages without converted text stay out. ``hidden``
+    (typed ids) are held for their content alone: no tuple names them and no pre-filter key
+    admits them, so nobody sees them — nor anything they guard — until the source shows them again."""
     started = time.monotonic() if started is None else started
     all_pages = [page for pages in pages_by_space.values() for page in pages]
     desired = set()
+    found: list[Unexpressed] = []
     for space in spaces:
-        desired |= confluence_tuples(space.key, pages_by_space[space.key], permissions)
+        desired |= confluence_tuples(space.key, pages_by_space[space.key], permissions, found)
     for project, issues, project_permissions in jira:
-        desired |= jira_tuples(project.key, issues, project_permissions)
+        desired |= jira_tuples(project.key, issues, project_permissions, found)
+    desired = {t for t in desired if t.object not in hidden}
+    refused = tuple(dict.fromkeys(found))  # a group's refusal repeats in every space that names it
     async with OpenFGAClient(settings.openfga, provision=True) as fga:
         tuples = await sync_tuples(fga, desired)
     console.print(f"OpenFGA: {tuples.written} tuples written, {tuples.deleted} deleted, {tuples.unchanged} unchanged")
+    if refused:
+        console.print(f"[yellow]OpenFGA: {len(refused)} grant(s) the model cannot hold were left out; each leaves its object narrower, never wider:[/yellow]")
+        for refusal in refused[:MAX_REFUSALS_SHOWN]:
+            console.print(f"  {refusal}")
     # Beside the index, in step with the tuples: which pages share a view check (the pre-filter's keys).
     settings.index_dir.mkdir(parents=True, exist_ok=True)
-    AclKeys.of(
-        {ids.space_id(s.key): anchors(s.key, pages_by_space[s.key], permissions) for s in spaces}
-        | {project.id: issue_anchors(project.key, issues, project_permissions) for project, issues, project_permissions in jira}
-    ).save(settings.index_dir / ACL_FILE)
+    keys = {ids.space_id(s.key): anchors(s.key, pages_by_space[s.key], permissions) for s in spaces}
+    keys |= {project.id: issue_anchors(project.key, issues, project_permissions) for project, issues, project_permissions in jira}
+    AclKeys.of({container: {doc: anchor for doc, anchor in docs.items() if doc not in hidden} for container, docs in keys.items()}).save(settings.index_dir / ACL_FILE)
     if not content:
-        return IndexReport(len(spaces), len(all_pages), tuples, None, 0.0, time.monotonic() - started)
+        return IndexReport(len(spaces), len(all_pages), tuples, None, 0.0, time.monotonic() - started, refused)
 
     written = 0
     async with Neo4jStore(settings.neo4j) as store:
@@ -118,4 +129,4 @@ async def run_sinks(
     console.print(
         f"LightRAG: {indexed.indexed} pages and issues indexed, {indexed.deleted} deleted, {indexed.unchanged} unchanged in {index_seconds:.1f}s"
     )
-    return IndexReport(len(spaces), len(all_pages), tuples, indexed, index_seconds, time.monotonic() - started)
+    return IndexReport(len(spaces), len(all_pages), tuples, indexed, index_seconds, time.monotonic() - started, refused)

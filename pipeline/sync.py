@@ -5,7 +5,9 @@ Per space, in this order:
 
 1. **Reconcile**: list every page without bodies (ids, parents, versions, read restrictions) and
    make the store's tree and restrictions match. This is what sees deletions, moves and
-   restriction changes, which date queries do not.
+   restriction changes, which date queries do not. A page the sync account no longer sees is
+   hidden from everyone by this very sync, even when too many went at once to purge their content
+   (:mod:`pipeline.raw_store`): revocation never waits for an operator (DESIGN.md A13).
 2. **Collect** (skipped with ``permissions_only``): CQL for pages modified since the watermark
    less the overlap window, with bodies; then, by id, any page whose listed version is still newer
    than the body held (a change the date query missed).
@@ -29,13 +31,13 @@ from datetime import datetime, timedelta
 from rich.console import Console
 
 from core.errors import SourceError, TransformError
-from core.ids import safe_name
+from core.ids import safe_name, user_name
 from core.models import Page, Permissions, Space
 from core.providers.base import AltTextWriter, ImageContext, Usage
 from core.settings import Settings
 from pipeline.alt_text import alt_text_writer, cache_key
 from pipeline.jira_sync import JiraReport, collect_issues, convert_issues, for_sinks, reconcile_projects
-from pipeline.raw_store import Changes, RawStore, StoredAttachment, StoredPage
+from pipeline.raw_store import Changes, RawStore, StoredAttachment, StoredPage, vanished_warning
 from pipeline.runner import IndexReport, run_sinks
 from pipeline.sources.confluence_rest import ConfluenceRestSource, RemoteAttachment, RemoteSpace
 from pipeline.sources.jira_rest import JiraRestSource
@@ -103,8 +105,11 @@ async def _sync(
         report.added += changes.added
         report.moved += changes.moved
         report.deleted += changes.deleted
+        report.vanished += changes.vanished
         permission_changes[key] = changes.permissions_changed
         console.print(f"{key}: {len(listing)} pages listed; {len(changes.added)} new, {len(changes.deleted)} deleted, {len(changes.moved)} moved")
+        if changes.vanished:
+            console.print(f"[yellow]{vanished_warning(f'space {key}', len(changes.vanished), 'pages', 'WAYFINDER_CONFLUENCE__MAX_DELETED_SHARE')}[/yellow]")
     await _read_groups(source, store, keys)
     issue_permission_changes: dict[str, list[str]] = {}
     if jira is not None and report.jira is not None:
@@ -185,7 +190,8 @@ async def _sinks(
     keys = settings.confluence.spaces
     wanted = [s for s in await store.spaces() if s.key in keys]
     stored = [page for page in await store.pages() if page.space_key in keys]
-    pages_by_space = _placed_pages(stored)
+    pages_by_space = _placed_pages(stored)  # vanished pages too: their content stays until purged, hidden
+    jira_projects = await for_sinks(settings, store) if jira else []
     held_ids = {page.page_id for pages in pages_by_space.values() for page in pages}
     images = [image for image in (await store.page_images() if content else []) if image.page_id in held_ids]
     return await run_sinks(
@@ -200,7 +206,8 @@ async def _sinks(
         started=started,
         open_index=open_index,
         usage=usage,
-        jira=await for_sinks(settings, store) if jira else (),
+        jira=[(project, issues, permissions) for project, issues, permissions, _ in jira_projects],
+        hidden=frozenset(f"page:{page.page_id}" for page in stored if page.vanished).union(*(gone for *_, gone in jira_projects)),
     )
 
 
@@ -322,9 +329,11 @@ def _permissions(spaces: Sequence[RemoteSpace], stored: Sequence[StoredPage], gr
     return Permissions(
         space_viewers={s.key: _subjects(s.reader_users, s.reader_groups) for s in spaces},
         page_restrictions={page.page_id: _subjects(page.read_users, page.read_groups) for page in stored},
-        group_members={safe_name(name): tuple(f"user:{safe_name(member)}" for member in members) for name, members in groups.items()},
+        group_members={safe_name(name): tuple(f"user:{user_name(member)}" for member in members) for name, members in groups.items()},
     )
 
 
 def _subjects(users: Iterable[str], groups: Iterable[str]) -> tuple[str, ...]:
-    return tuple(f"user:{safe_name(u)}" for u in users) + tuple(f"group:{safe_name(g)}#member" for g in groups)
+    """Confluence's raw user and group names as subjects: every user through the one identity
+    function (DESIGN.md A14), every group through :func:`core.ids.safe_name`."""
+    return tuple(f"user:{user_name(u)}" for u in users) + tuple(f"group:{safe_name(g)}#member" for g in groups)

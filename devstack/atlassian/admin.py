@@ -147,7 +147,9 @@ def admin_routes(emulator: Emulator) -> list[Route]:
         return issue_state(issue.key)
 
     async def comment_issue(request: Request, body: dict[str, Any]) -> object:
-        site.jira.add_comment(request.path_params["key"], body["body"], by=account(body["by"]))
+        visibility = body.get("visibility")  # {"type": "role" | "group", "value": name}, as Jira's REST takes it
+        restricted = (visibility["type"], visibility["value"]) if visibility else None
+        site.jira.add_comment(request.path_params["key"], body["body"], by=account(body["by"]), visibility=restricted)
         return issue_state(request.path_params["key"])
 
     async def move_issue(request: Request, body: dict[str, Any]) -> object:

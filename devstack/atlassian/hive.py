@@ -3,7 +3,8 @@
 Real: page ids, titles, the tree, the text (as storage XHTML, see :mod:`devstack.atlassian.storage`)
 and the 47 image attachments. Synthesised deterministically, because the export has none of them
 (the README documents them): users and their time zones, groups, space permissions, read
-restrictions, labels (the slug of the page's top-level section), authors and version histories
+restrictions (each naming the sync account too: like a real one, it reads only what it is granted),
+labels (the slug of the page's top-level section), authors and version histories
 spread over 2010-2024 from a hash of each page id.
 """
 
@@ -63,7 +64,8 @@ async def seed_hive(site: Site, corpus_dir: Path, *, roots: Collection[str] | No
         )
     site.add_group("hive-committers", {account_id("alice")})
     site.add_group("hive-users", {account_id("bob")})
-    site.add_space(SPACE_KEY, SPACE_NAME, readers_groups={"hive-users", "hive-committers"})
+    sync = account_id(SYNC_LOGIN)
+    site.add_space(SPACE_KEY, SPACE_NAME, readers_users={sync}, readers_groups={"hive-users", "hive-committers"})
 
     pages = await HiveExportSource(corpus_dir).pages(SPACE_KEY)
     titles = {page.page_id: page.title for page in pages}  # links out of a slice stay links by title
@@ -98,7 +100,7 @@ async def seed_hive(site: Site, corpus_dir: Path, *, roots: Collection[str] | No
         site.attachments[f"att{path.stem}"] = Attachment(f"att{path.stem}", page_id, path.name, media_type, data, first.when, first.by)
     for page_id, users, groups in ((DESIGN_DOCS_PAGE, set(), {"hive-committers"}), (SINGLE_USER_PAGE, {account_id("bob")}, set())):
         if page_id in site.pages:
-            site.set_read_restrictions(page_id, users=users, groups=groups)
+            site.set_read_restrictions(page_id, users=users | {sync}, groups=groups)
 
 
 def stable_hash(page_id: str, purpose: str) -> int:

@@ -18,7 +18,11 @@ README's data notes say so:
   Issues mentioned mostly in the design documents (restricted to committers in Confluence) are at
   security level *Security* (the Committers role); those of the contributors' meetings at *Internal*
   (the Developers role, and the issue's reporter). Roles: Developers (hive-users, hive-committers),
-  Committers (hive-committers). So carol sees open issues, bob also Internal ones, alice all.
+  Committers (hive-committers). So carol sees open issues, bob also Internal ones, alice all. The
+  sync account is named in both levels and in the Committers role, as an administrator grants a
+  real one: Jira exempts no administrator from a level or a comment's restriction.
+* **Restricted comments**: some open issues carry a comment restricted to the Committers role, or
+  to the hive-committers group, as teams keep review notes out of public view.
 * **People and time**: reporters, assignees, statuses and dates from a hash of the key.
 * **Links**: keys cited in one sentence relate to each other; "depends on"/"requires" makes the
   later key block the earlier, "duplicate" makes it a duplicate.
@@ -34,7 +38,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from devstack.atlassian.export import DESIGN_DOCS_PAGE, HiveExportSource, page_url
-from devstack.atlassian.hive import HISTORY_DAYS, HISTORY_START, SPACE_KEY, account_id, slug, stable_hash
+from devstack.atlassian.hive import HISTORY_DAYS, HISTORY_START, SPACE_KEY, SYNC_LOGIN, account_id, slug, stable_hash
 from devstack.atlassian.jira import SecurityLevel
 from devstack.atlassian.site import Site
 
@@ -48,6 +52,8 @@ MAX_COMMENTS = 3
 MAX_STEP_PAGES = 8
 MAX_STEPS = 8
 MAX_RELATED_LINKS = 60
+
+REVIEW_NOTE = "Committers' review note on {key}: hold the backport until the follow-up patch lands."
 
 _KEY = re.compile(r"\bHIVE-(\d+)\b")
 _LINK = re.compile(r"!?\[([^\]]*)\]\(([^)]*)\)")
@@ -79,13 +85,14 @@ async def seed_hive_jira(site: Site, corpus_dir: Path) -> None:
     pages = {p.page_id: p for p in await HiveExportSource(corpus_dir).pages(SPACE_KEY) if p.page_id in site.pages}
     roots = {page_id: _root(site, page_id) for page_id in pages}
     jira = site.jira
+    sync = account_id(SYNC_LOGIN)
     jira.add_project(
         PROJECT_KEY, PROJECT_NAME, lead=account_id("hive-admin"),
-        roles={"Developers": (set(), {"hive-users", "hive-committers"}), "Committers": (set(), {"hive-committers"})},
+        roles={"Developers": (set(), {"hive-users", "hive-committers"}), "Committers": ({sync}, {"hive-committers"})},
     )
     jira.set_browse(PROJECT_KEY, anyone=True)
-    jira.add_level(PROJECT_KEY, SecurityLevel(SECURITY_LEVEL, "Security", roles={"Committers"}))
-    jira.add_level(PROJECT_KEY, SecurityLevel(INTERNAL_LEVEL, "Internal", roles={"Developers"}, reporter=True))
+    jira.add_level(PROJECT_KEY, SecurityLevel(SECURITY_LEVEL, "Security", users={sync}, roles={"Committers"}))
+    jira.add_level(PROJECT_KEY, SecurityLevel(INTERNAL_LEVEL, "Internal", users={sync}, roles={"Developers"}, reporter=True))
 
     planned: dict[str, _Planned] = {}
     co_mentions: list[tuple[str, list[str]]] = []  # (sentence, keys), for links
@@ -124,6 +131,9 @@ async def seed_hive_jira(site: Site, corpus_dir: Path) -> None:
         for number, page_id in enumerate(later_pages[:MAX_COMMENTS]):
             mention = next(m for m in usable if m.page_id == page_id)
             jira.add_comment(key, f"Also cited in [{site.pages[page_id].title}|{page_url(page_id)}]: {mention.sentence}", by=account_id(_pick(key, f"c{number}")), at=issue.created + timedelta(days=number + 1))
+        review = _review(key, _level(root))
+        if review is not None:
+            jira.add_comment(key, REVIEW_NOTE.format(key=key), by=account_id("alice"), at=issue.created + timedelta(days=MAX_COMMENTS + 1), visibility=review)
         issue.updated = max(issue.updated, _when(key, "updated"))
     _steps(site, pages, roots, epics)
     _links(site, co_mentions)
@@ -209,8 +219,17 @@ def _quotable(site: Site, page_id: str, level: str | None) -> bool:
     """May an issue on ``level`` repeat this page's text? Only when everyone who may read the issue
     may read the page: it is open, or closed to the committers alone and the issue is on Security."""
     page = site.pages[page_id]
-    closed = [p for p in (page, *site.ancestors(page)) if p.read_users or p.read_groups]
-    return all(level == SECURITY_LEVEL and not p.read_users and p.read_groups == {"hive-committers"} for p in closed)
+    people = {p.id: p.read_users - {account_id(SYNC_LOGIN)} for p in (page, *site.ancestors(page))}  # the sync account reads for nobody
+    closed = [p for p in (page, *site.ancestors(page)) if people[p.id] or p.read_groups]
+    return all(level == SECURITY_LEVEL and not people[p.id] and p.read_groups == {"hive-committers"} for p in closed)
+
+
+def _review(key: str, level: str | None) -> tuple[str, str] | None:
+    """The restriction of a committers' review note on an open issue: to the role for one in ten,
+    to the group for another one in ten, none elsewhere."""
+    if level is not None:
+        return None
+    return {0: ("role", "Committers"), 1: ("group", "hive-committers")}.get(stable_hash(key, "review") % 10)
 
 
 def _level(root: str) -> str | None:

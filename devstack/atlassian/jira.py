@@ -3,9 +3,12 @@ issues with their hierarchy (epic → standard issue → sub-task), comments and
 
 Users and groups are the site's (one directory for Confluence and Jira, as on Atlassian Cloud).
 Visibility follows Jira: a user sees an issue when the project's "Browse projects" permission
-names them (directly, through a group, a project role, or everyone) and, when the issue has a
-security level, the level names them (user, group, role, or the issue's reporter or assignee). A
-sub-task always has its parent's level. Edits, comments and moves between epics change an issue's
+names them (directly, through a group, a project role, everyone, or — for the issues they
+reported or are assigned — the reporter or assignee holder) and, when the issue has a security
+level, the level names them (user, group, role, or the issue's reporter or assignee). A sub-task
+always has its parent's level. Administrators get no exemption: the account a sync runs under
+sees what it is granted. A comment may be restricted to a project role or a group; only their
+members see it, in every listing. Edits, comments and moves between epics change an issue's
 ``updated``; role and group membership changes do not.
 """
 
@@ -58,6 +61,8 @@ class Project:
     browse_groups: set[str] = field(default_factory=set)
     browse_roles: set[str] = field(default_factory=set)
     browse_anyone: bool = False
+    browse_reporter: bool = False  # "Browse projects" granted to each issue's reporter ...
+    browse_assignee: bool = False  # ... and assignee, for that issue alone
     levels: dict[str, SecurityLevel] = field(default_factory=dict)  # its issue security scheme, by level id
     permission_scheme_id: int = 0
     security_scheme_id: int = 0
@@ -69,6 +74,7 @@ class Comment:
     author: str
     body: str  # wiki markup
     created: datetime
+    visibility: tuple[str, str] | None = None  # ("role", role name) or ("group", group name); None: all who see the issue
 
 
 @dataclass
@@ -122,9 +128,9 @@ class Jira:
         return role is not None and (user.account_id in role.users or bool(self.site.groups_of(user.account_id) & role.groups))
 
     def can_browse(self, user: User, project: Project) -> bool:
+        """The project-wide "Browse projects": holders other than an issue's reporter or assignee."""
         return (
-            user.site_admin
-            or project.browse_anyone
+            project.browse_anyone
             or user.account_id in project.browse_users
             or bool(self.site.groups_of(user.account_id) & project.browse_groups)
             or any(self.in_role(user, project, role) for role in project.browse_roles)
@@ -137,9 +143,14 @@ class Jira:
             parent = self.issues.get(issue.parent_key or "")
             return parent is not None and self.readable(user, parent)
         project = self.projects[issue.project_key]
-        if not self.can_browse(user, project):
+        browses = (
+            self.can_browse(user, project)
+            or (project.browse_reporter and issue.reporter == user.account_id)
+            or (project.browse_assignee and issue.assignee == user.account_id)
+        )
+        if not browses:
             return False
-        if user.site_admin or issue.security_level is None:
+        if issue.security_level is None:
             return True
         level = project.levels.get(issue.security_level)
         return level is not None and (
@@ -149,6 +160,15 @@ class Jira:
             or (level.reporter and issue.reporter == user.account_id)
             or (level.assignee and issue.assignee == user.account_id)
         )
+
+    def comment_readable(self, user: User, issue: Issue, comment: Comment) -> bool:
+        """A comment is read with its issue, and a restricted one by its role's or group's members only."""
+        if comment.visibility is None:
+            return True
+        kind, name = comment.visibility
+        if kind == "role":
+            return self.in_role(user, self.projects[issue.project_key], name)
+        return user.account_id in self.site.groups.get(name, set())
 
     def visible_issues(self, user: User) -> list[Issue]:
         return [issue for issue in self.issues.values() if self.readable(user, issue)]
@@ -181,10 +201,14 @@ class Jira:
         self.projects[key] = project
         return project
 
-    def set_browse(self, key: str, *, users: set[str] = frozenset(), groups: set[str] = frozenset(), roles: set[str] = frozenset(), anyone: bool = False) -> None:
+    def set_browse(
+        self, key: str, *, users: set[str] = frozenset(), groups: set[str] = frozenset(), roles: set[str] = frozenset(), anyone: bool = False,
+        reporter: bool = False, assignee: bool = False,
+    ) -> None:
         project = self._project(key)
         self._check_roles(project, roles)
         project.browse_users, project.browse_groups, project.browse_roles, project.browse_anyone = set(users), set(groups), set(roles), anyone
+        project.browse_reporter, project.browse_assignee = reporter, assignee
 
     def add_level(self, key: str, level: SecurityLevel) -> None:
         project = self._project(key)
@@ -234,11 +258,19 @@ class Jira:
         issue.updated = at or self.site.clock()
         return issue
 
-    def add_comment(self, key: str, body: str, *, by: str, at: datetime | None = None) -> Comment:
+    def add_comment(self, key: str, body: str, *, by: str, at: datetime | None = None, visibility: tuple[str, str] | None = None) -> Comment:
         issue = self._issue(key)
         self.site.require_user(by)
+        if visibility is not None:
+            kind, name = visibility
+            if kind == "role":
+                self._check_roles(self.projects[issue.project_key], {name})
+            elif kind == "group":
+                self.site.require_group(name)
+            else:
+                raise SiteError(f"a comment is restricted to a role or a group, not {kind!r}")
         when = at or self.site.clock()
-        comment = Comment(str(next(self._ids)), by, body, when)
+        comment = Comment(str(next(self._ids)), by, body, when, visibility)
         issue.comments.append(comment)
         issue.updated = when
         return comment

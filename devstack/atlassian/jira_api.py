@@ -6,7 +6,10 @@ info.
 
 Descriptions and comments are wiki markup in v2 and Atlassian Document Format in v3. Every read
 is what the caller may see: an issue they may not browse answers 404 exactly like one that does
-not exist; a project they may not browse is absent. Permission schemes and security level members
+not exist; a project they may not browse is absent; a comment restricted to a role or group they
+are not in is left out of every listing (and its count), and one they see carries its
+``visibility`` (``{"type": "role", "value": "Developers"}``; v3 adds ``identifier``: the role's
+name, or the group's id). Permission schemes and security level members
 are shown to site administrators only, as Jira requires the "Administer Jira" permission.
 """
 
@@ -22,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from devstack.atlassian import jql, wire
-from devstack.atlassian.jira import ISSUE_TYPES, LINK_TYPES, SUBTASK, Issue, Jira, Project
+from devstack.atlassian.jira import ISSUE_TYPES, LINK_TYPES, SUBTASK, Comment, Issue, Jira, Project
 from devstack.atlassian.query import QueryError
 from devstack.atlassian.site import User
 
@@ -88,7 +91,7 @@ def jira_routes(jira: Jira) -> list[tuple[str, Handler]]:
         issue = _visible(jira, account, request.path_params["key"])
         if issue is None:
             return _error(404, NOT_FOUND)
-        return JSONResponse(_comments(jira, issue, version=2))
+        return JSONResponse(_comments(jira, account, issue, version=2))
 
     async def projects(request: Request, account: User, links: wire.Links) -> Response:
         return JSONResponse([_project_json(p, links) for p in jira.projects.values() if jira.can_browse(account, p)])
@@ -111,8 +114,8 @@ def jira_routes(jira: Jira) -> list[tuple[str, Handler]]:
         if found is None or chosen is None:
             return _error(404, "The project role could not be found.")
         actors = [
-            {"id": n, "displayName": wire.user(jira.site, u)["displayName"], "type": "atlassian-user-role-actor", "name": u,
-             "actorUser": {"accountId": u}}
+            {"id": n, "displayName": wire.user(jira.site, u)["displayName"], "type": "atlassian-user-role-actor", "actorUser": {"accountId": u}}
+            | ({} if _cloud(links) else {"name": _username(jira, u)})
             for n, u in enumerate(sorted(chosen.users), start=1)
         ] + [
             {"id": 1000 + n, "displayName": g, "type": "atlassian-group-role-actor", "name": g, "actorGroup": {"name": g, "displayName": g}}
@@ -124,13 +127,13 @@ def jira_routes(jira: Jira) -> list[tuple[str, Handler]]:
         found = _administered(jira, account, request.path_params["key"])
         if found is None:
             return _error(404, f"No project could be found with key '{request.path_params['key']}'.")
-        return JSONResponse(_permission_scheme(found, links, expand=set(_expand(request))))
+        return JSONResponse(_permission_scheme(jira, found, links, expand=set(_expand(request))))
 
     async def permission_scheme(request: Request, account: User, links: wire.Links) -> Response:
         found = next((p for p in jira.projects.values() if str(p.permission_scheme_id) == request.path_params["id"]), None)
         if found is None or not account.site_admin:
             return _error(404, "The permission scheme does not exist.")
-        return JSONResponse(_permission_scheme(found, links, expand=set(_expand(request))))
+        return JSONResponse(_permission_scheme(jira, found, links, expand=set(_expand(request))))
 
     async def project_security_scheme(request: Request, account: User, links: wire.Links) -> Response:
         found = _administered(jira, account, request.path_params["key"])
@@ -158,7 +161,7 @@ def jira_routes(jira: Jira) -> list[tuple[str, Handler]]:
                 if wanted_levels and level.id not in wanted_levels:
                     continue
                 holders = (
-                    [{"type": "user", "parameter": u, "value": u} for u in sorted(level.users)]
+                    [{"type": "user", "parameter": _user_ref(jira, u, links), "value": _user_ref(jira, u, links)} for u in sorted(level.users)]
                     + [{"type": "group", "parameter": g, "value": g} for g in sorted(level.groups)]
                     + [{"type": "projectRole", "parameter": str(found.roles[r].id), "value": str(found.roles[r].id)} for r in sorted(level.roles)]
                     + ([{"type": "reporter"}] if level.reporter else [])
@@ -290,6 +293,21 @@ def _administered(jira: Jira, account: User, key: str) -> Project | None:
     return found if found is not None and account.site_admin else None
 
 
+def _cloud(links: wire.Links) -> bool:
+    """Jira Cloud sits at the site's root; a Data Center site here under ``/jira``."""
+    return links.context == ""
+
+
+def _username(jira: Jira, account_id: str) -> str:
+    found = jira.site.users.get(account_id)
+    return found.username if found else account_id
+
+
+def _user_ref(jira: Jira, account_id: str, links: wire.Links) -> str:
+    """How a permission holder names a user: by account id on Cloud, by username on Data Center."""
+    return account_id if _cloud(links) else _username(jira, account_id)
+
+
 def _expand(request: Request) -> list[str]:
     return [part.strip() for part in ",".join(request.query_params.getlist("expand")).split(",") if part.strip()]
 
@@ -341,13 +359,24 @@ def _text(markup: str, version: int) -> Any:
     return markup if version == 2 else adf(markup)
 
 
-def _comments(jira: Jira, issue: Issue, version: int) -> dict[str, Any]:
+def _comments(jira: Jira, account: User, issue: Issue, version: int) -> dict[str, Any]:
     rows = [
         {"id": c.id, "author": _person(jira, c.author, wire.Links("", "")), "body": _text(c.body, version),
          "created": _jira_time(c.created), "updated": _jira_time(c.created)}
+        | ({"visibility": _visibility(c, version)} if c.visibility else {})
         for c in issue.comments
+        if jira.comment_readable(account, issue, c)
     ]
     return {"comments": rows, "maxResults": len(rows), "total": len(rows), "startAt": 0}
+
+
+def _visibility(comment: Comment, version: int) -> dict[str, str]:
+    """Jira's ``visibility`` object; Cloud (v3) adds an ``identifier``: a role's name, a group's id."""
+    kind, name = comment.visibility or ("", "")
+    shown = {"type": kind, "value": name}
+    if version == 3:
+        shown["identifier"] = name if kind == "role" else wire.group_id(name)
+    return shown
 
 
 def _issue_json(jira: Jira, account: User, issue: Issue, links: wire.Links, params: dict[str, Any], *, version: int) -> dict[str, Any]:
@@ -373,7 +402,7 @@ def _issue_json(jira: Jira, account: User, issue: Issue, links: wire.Links, para
         "security": {"id": level.id, "name": level.name} if level else None,
         "created": _jira_time(issue.created),
         "updated": _jira_time(issue.updated),
-        "comment": _comments(jira, issue, version),
+        "comment": _comments(jira, account, issue, version),
         "attachment": [],
         "project": _project_json(jira.projects[issue.project_key], links),
     }
@@ -382,14 +411,16 @@ def _issue_json(jira: Jira, account: User, issue: Issue, links: wire.Links, para
     return {"id": issue.id, "key": issue.key, "self": f"{links.base}/rest/api/{version}/issue/{issue.id}", "fields": {k: v for k, v in every.items() if k in names}}
 
 
-def _permission_scheme(project: Project, links: wire.Links, *, expand: set[str]) -> dict[str, Any]:
+def _permission_scheme(jira: Jira, project: Project, links: wire.Links, *, expand: set[str]) -> dict[str, Any]:
     scheme: dict[str, Any] = {"id": project.permission_scheme_id, "name": f"{project.key} permission scheme", "self": f"{links.base}/rest/api/2/permissionscheme/{project.permission_scheme_id}"}
     if "permissions" in expand or "all" in expand:
         holders = (
-            [{"type": "user", "parameter": u} for u in sorted(project.browse_users)]
+            [{"type": "user", "parameter": _user_ref(jira, u, links)} for u in sorted(project.browse_users)]
             + [{"type": "group", "parameter": g} for g in sorted(project.browse_groups)]
             + [{"type": "projectRole", "parameter": str(project.roles[r].id)} for r in sorted(project.browse_roles)]
             + ([{"type": "anyone"}] if project.browse_anyone else [])
+            + ([{"type": "reporter"}] if project.browse_reporter else [])
+            + ([{"type": "assignee"}] if project.browse_assignee else [])
         )
         scheme["permissions"] = [{"id": n, "holder": holder, "permission": BROWSE} for n, holder in enumerate(holders, start=1)]
     return scheme

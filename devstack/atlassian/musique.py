@@ -14,7 +14,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from devstack.atlassian.hive import account_id
+from devstack.atlassian.hive import SYNC_LOGIN, account_id
 from devstack.atlassian.site import Site
 from evals.datasets import MUSIQUE_FIRST_ID as FIRST_ID
 
@@ -24,7 +24,7 @@ SPACE_KEY = "MUSIQUE"
 def seed_musique(site: Site, corpus_file: Path) -> int:
     """Add the space and its pages; returns how many pages."""
     passages = json.loads(corpus_file.read_text())
-    site.add_space(SPACE_KEY, "MuSiQue passages", readers_groups={"hive-users", "hive-committers"})
+    site.add_space(SPACE_KEY, "MuSiQue passages", readers_users={account_id(SYNC_LOGIN)}, readers_groups={"hive-users", "hive-committers"})
     seen: dict[str, int] = {}
     when = datetime(2024, 1, 1, tzinfo=UTC)
     for number, passage in enumerate(passages):

@@ -28,7 +28,7 @@ from pathlib import Path
 from core.models import Page
 from devstack.atlassian.export import HiveExportSource
 from devstack.atlassian.hive import SPACE_KEY as HIVE
-from devstack.atlassian.hive import account_id
+from devstack.atlassian.hive import SYNC_LOGIN, account_id
 from devstack.atlassian.site import Site, User
 from devstack.atlassian.storage import to_storage
 
@@ -75,7 +75,7 @@ async def seed_replicas(site: Site, corpus_dir: Path) -> ReplicaSite:
             readers, leads = f"{area.key.lower()}-readers", f"{area.key.lower()}-leads"
             site.add_group(readers)
             site.add_group(leads)
-            site.add_space(area.key, f"Hive copy {copy}, area {area.key[-1]}", readers_groups={readers})
+            site.add_space(area.key, f"Hive copy {copy}, area {area.key[-1]}", readers_users={account_id(SYNC_LOGIN)}, readers_groups={readers})
             area_of.update(dict.fromkeys(area.roots, area))
             if len(area.roots) > 1:
                 area.restricted_root = max(area.roots, key=lambda r: (sizes[r], r))
@@ -96,7 +96,7 @@ async def seed_replicas(site: Site, corpus_dir: Path) -> ReplicaSite:
             )
         for area in dealt:
             if area.restricted_root is not None:
-                site.set_read_restrictions(_copy_id(copy, area.restricted_root), users=set(), groups={f"{area.key.lower()}-leads"})
+                site.set_read_restrictions(_copy_id(copy, area.restricted_root), users={account_id(SYNC_LOGIN)}, groups={f"{area.key.lower()}-leads"})
         areas += dealt
     total = sum(sizes[r] for r in roots) * (REPLICAS + 1)
     readers = _readers(site, areas, total)

@@ -34,7 +34,10 @@ class User:
     email: str
     token: str
     time_zone: str = "UTC"  # CQL dates are read in the querying user's zone
-    site_admin: bool = False  # sees every page, as the account a sync runs under should
+    # May read what Atlassian shows administrators only (permission schemes, security level
+    # members). Content it sees as any user does: no administrator passes a page restriction, a
+    # space permission or an issue security level that does not name them.
+    site_admin: bool = False
 
 
 @dataclass
@@ -149,11 +152,9 @@ class Site:
         return sorted((a for a in self.attachments.values() if a.page_id == page_id), key=lambda a: a.created)
 
     def space_readable(self, user: User, space: Space) -> bool:
-        return user.site_admin or user.account_id in space.readers_users or bool(self.groups_of(user.account_id) & space.readers_groups)
+        return user.account_id in space.readers_users or bool(self.groups_of(user.account_id) & space.readers_groups)
 
     def readable(self, user: User, page: Page) -> bool:
-        if user.site_admin:
-            return True
         if not self.space_readable(user, self.spaces[page.space_key]):
             return False
         groups = self.groups_of(user.account_id)
@@ -261,7 +262,7 @@ class Site:
         for account_id in users:
             self.require_user(account_id)
         for group in groups:
-            self._require_group(group)
+            self.require_group(group)
         page.read_users, page.read_groups = set(users), set(groups)
         return page
 
@@ -273,12 +274,12 @@ class Site:
         self.groups[name] = set(members)
 
     def add_member(self, group: str, account_id: str) -> None:
-        self._require_group(group)
+        self.require_group(group)
         self.require_user(account_id)
         self.groups[group].add(account_id)
 
     def remove_member(self, group: str, account_id: str) -> None:
-        self._require_group(group)
+        self.require_group(group)
         self.groups[group].discard(account_id)
 
     def add_attachment(self, page_id: str, filename: str, media_type: str, data: bytes, *, by: str, attachment_id: str | None = None, at: datetime | None = None, comment: str = "") -> Attachment:
@@ -306,7 +307,7 @@ class Site:
         if account_id not in self.users:
             raise SiteError(f"no user {account_id}", 404)
 
-    def _require_group(self, name: str) -> None:
+    def require_group(self, name: str) -> None:
         if name not in self.groups:
             raise SiteError(f"no group {name}", 404)
 

@@ -103,10 +103,11 @@ def space_permissions(space: Space, site: Site) -> list[dict[str, object]]:
 
 
 def group_json(name: str) -> dict[str, object]:
-    return {"type": "group", "name": name, "id": _group_id(name), "_links": {"self": f"/rest/api/group/{urllib.parse.quote(name)}"}}
+    return {"type": "group", "name": name, "id": group_id(name), "_links": {"self": f"/rest/api/group/{urllib.parse.quote(name)}"}}
 
 
-def _group_id(name: str) -> str:
+def group_id(name: str) -> str:
+    """A group's id as Cloud spells them (a UUID), stable for its name."""
     digest = hashlib.sha256(name.encode()).hexdigest()
     return f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
 

@@ -192,10 +192,10 @@ class ConfluenceRestSource:
         return when.astimezone(self._zone).strftime("%Y-%m-%d %H:%M")
 
     def user_key(self, user: dict[str, Any]) -> str:
-        """The id a Confluence user has in Wayfinder: ``accountId`` on Cloud (``:`` → ``-``, which
-        OpenFGA ids cannot hold), the username on Data Center."""
+        """A Confluence user's raw name: ``accountId`` on Cloud, the username on Data Center. Not
+        yet an id: the sync makes it one with :func:`core.ids.user_name`."""
         if self.cloud:
-            return str(user["accountId"]).replace(":", "-")
+            return str(user["accountId"])
         return str(user.get("username") or user.get("userKey") or user["accountId"])
 
     # -- the wire -----------------------------------------------------------------------------

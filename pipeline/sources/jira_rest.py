@@ -12,6 +12,13 @@ their text, and who may browse what.
 * **Permissions**: "Browse projects" holders of the project's permission scheme, the actors of its
   roles, and the members of its security levels (reporter and assignee included), in OpenFGA
   spelling; Jira's groups get ids of their own (``x-jira-<name>``), apart from Confluence's. Reading them needs an administrator; without them the sync stops rather than guess.
+  A holder Wayfinder has no relation for (a custom field, the project lead, an application
+  role) is passed on as ``holder:<type>``, so the tuple builders refuse it and the sync reports it.
+* **Identity**: every user becomes a Wayfinder id through :func:`core.ids.user_name`, once; the
+  directory lookup (:meth:`JiraRestSource.user_by_email`) answers the raw name, which its caller
+  maps the same way.
+* **Restricted comments** (visible to one project role or group) are kept with their
+  ``visibility``: a comment is never shown to more people than Jira shows it to (DESIGN.md A14).
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from atlassian import Jira
 
 from core.errors import ConfigurationError, SourceError
-from core.ids import jira_group_name, safe_name
+from core.ids import jira_group_name, safe_name, user_name
 from core.models import ASSIGNEE, REPORTER, JiraPermissions
 from core.settings import JiraSettings
 from pipeline.sources.atlassian_http import AtlassianHttp
@@ -49,6 +56,7 @@ class RemoteComment:
     author: str | None
     created: datetime
     body: Any  # as sent: wiki markup (Data Center) or an ADF document (Cloud)
+    visibility: tuple[str, str] | None = None  # ("role" | "group", its name) when restricted; None: all who see the issue
 
 
 @dataclass(frozen=True)
@@ -143,13 +151,13 @@ class JiraRestSource:
             role = await self._get(link, {}, absolute=True)
             if role is None:
                 continue
-            role_id = f"{project_key}.{name.replace(' ', '_')}"
+            role_id = f"{project_key}.{safe_name(name)}"  # any role name, spaces and accents included
             role_of[str(role["id"])] = role_id
             role_members[role_id] = tuple(sorted(self._actor(actor) for actor in role.get("actors", [])))
         scheme = await self._get(f"rest/api/2/project/{project_key}/permissionscheme", {"expand": "permissions"})
         if scheme is None or "permissions" not in scheme:
             raise SourceError(f"Jira did not list the permission scheme of project {project_key!r}: the sync account must be allowed to read it")
-        browse = tuple(sorted({self._holder(p["holder"], role_of) for p in scheme["permissions"] if p.get("permission") == BROWSE} - {""}))
+        browse = tuple(sorted({self._holder(p["holder"], role_of) for p in scheme["permissions"] if p.get("permission") == BROWSE}))
         levels: dict[str, list[str]] = {}
         security = await self._get(f"rest/api/2/project/{project_key}/issuesecuritylevelscheme", {})
         if security is None or not security.get("levels"):
@@ -169,10 +177,11 @@ class JiraRestSource:
         return JiraPermissions(
             project_browsers={project_key: browse}, role_members=role_members,
             level_members={level: tuple(sorted(set(members))) for level, members in levels.items()},
-            group_members={jira_group_name(name): tuple(f"user:{safe_name(member)}" for member in members) for name, members in group_members.items()},
+            group_members={jira_group_name(name): tuple(f"user:{user_name(member)}" for member in members) for name, members in group_members.items()},
         )
 
     async def group_members(self, name: str) -> list[str]:
+        """The raw names (:meth:`user_key`) of a group's members."""
         members: list[str] = []
         async for rows in self._values("rest/api/2/group/member", {"groupname": name}):
             members.extend(self.user_key(user) for user in rows)
@@ -189,8 +198,9 @@ class JiraRestSource:
         return when.astimezone(self._zone).strftime("%Y-%m-%d %H:%M")
 
     async def user_by_email(self, email: str) -> str | None:
-        """The Wayfinder id of the one active user with this e-mail address, or None (no such
-        user, several, or a site that hides e-mail addresses from the account asking)."""
+        """The raw name (:meth:`user_key`) of the one active user with this e-mail address, or None
+        (no such user, several, or a site that hides e-mail addresses from the account asking).
+        Its caller makes it a Wayfinder id with :func:`core.ids.user_name`, as every entry does."""
         path, parameter = ("rest/api/3/user/search", "query") if self.cloud else ("rest/api/2/user/search", "username")
         rows = await self._get(path, {parameter: email, "maxResults": 50}) or []
         wanted = email.strip().casefold()
@@ -201,11 +211,14 @@ class JiraRestSource:
         return found.pop() if len(found) == 1 else None
 
     def user_key(self, user: dict[str, Any]) -> str:
-        """The id a Jira user has in Wayfinder: ``accountId`` on Cloud (``:`` → ``-``), the
-        username on Data Center — the same as the Confluence source's."""
+        """A Jira user's raw name: ``accountId`` on Cloud, the username on Data Center — the same
+        as the Confluence source's. Not yet an id: :func:`core.ids.user_name` makes it one."""
         if self.cloud:
-            return str(user["accountId"]).replace(":", "-")
+            return str(user["accountId"])
         return str(user.get("name") or user.get("key") or user["accountId"])
+
+    def _user(self, user: dict[str, Any]) -> str:
+        return user_name(self.user_key(user))
 
     # -- the wire -----------------------------------------------------------------------------
 
@@ -276,11 +289,11 @@ class JiraRestSource:
                 security_level=str(fields["security"]["id"]) if fields.get("security") else None,
                 status=(fields.get("status") or {}).get("name", ""),
                 labels=tuple(fields.get("labels") or ()),
-                reporter=self.user_key(fields["reporter"]) if fields.get("reporter") else None,
-                assignee=self.user_key(fields["assignee"]) if fields.get("assignee") else None,
+                reporter=self._user(fields["reporter"]) if fields.get("reporter") else None,
+                assignee=self._user(fields["assignee"]) if fields.get("assignee") else None,
                 description=fields.get("description"),
                 comments=tuple(
-                    RemoteComment(self.user_key(c["author"]) if c.get("author") else None, _parse_time(c["created"]), c.get("body"))
+                    RemoteComment(self.user_key(c["author"]) if c.get("author") else None, _parse_time(c["created"]), c.get("body"), _visibility(c))
                     for c in comments
                 ),
                 links=tuple(
@@ -297,30 +310,41 @@ class JiraRestSource:
         if actor.get("type") == "atlassian-group-role-actor":
             return self._group((actor.get("actorGroup") or {}).get("name") or actor["name"])
         user = actor.get("actorUser") or {}
-        return f"user:{safe_name(self.user_key({'accountId': user.get('accountId', actor.get('name')), 'name': actor.get('name')}))}"
+        return f"user:{self._user({'accountId': user.get('accountId', actor.get('name')), 'name': actor.get('name')})}"
 
     def _holder(self, holder: dict[str, Any], role_of: dict[str, str]) -> str:
-        """A permission or level holder in OpenFGA spelling; "" for one that grants nothing here."""
+        """A permission or level holder in OpenFGA spelling, :data:`REPORTER` or :data:`ASSIGNEE`;
+        ``holder:<type>`` for one Wayfinder has no relation for, which the tuple builders refuse
+        and the sync reports (never silently dropped, never guessed)."""
         kind, parameter = holder.get("type"), str(holder.get("parameter") or holder.get("value") or "")
         if kind == "anyone":
             return "user:*"
         if kind == "group" and parameter:
             return self._group(parameter)
         if kind == "user" and parameter:
-            return f"user:{safe_name(self.user_key({'accountId': parameter, 'name': parameter}))}"
+            return f"user:{self._user({'accountId': parameter, 'name': parameter})}"
         if kind == "projectRole" and parameter in role_of:
             return f"project_role:{role_of[parameter]}#member"
         if kind == "reporter":
             return REPORTER
         if kind == "assignee":
             return ASSIGNEE
-        return ""
+        return f"holder:{kind or 'unknown'}"
 
     def _group(self, name: str) -> str:
         """A group as a subject, apart from Confluence's groups; its name kept to read its members."""
         subject = f"group:{jira_group_name(name)}#member"
         self._group_names[subject] = name
         return subject
+
+
+def _visibility(comment: dict[str, Any]) -> tuple[str, str] | None:
+    """A comment's restriction as (type, name): Data Center's ``{"type", "value"}`` and Cloud's
+    (which adds ``identifier``); any other restriction than none is kept, never read as none."""
+    shown = comment.get("visibility")
+    if not shown:
+        return None
+    return str(shown.get("type") or "unknown"), str(shown.get("value") or shown.get("identifier") or "")
 
 
 def _parse_time(text: str) -> datetime:

@@ -8,8 +8,9 @@ import functools
 import threading
 from typing import Any
 
-# Raised when the conversion changes, so stored issues are converted again from their kept text.
-CONVERTER = 1
+# Raised when the conversion changes, so stored issues are converted again from their kept text
+# (2: restricted comments stay out of an issue's text).
+CONVERTER = 2
 
 
 @functools.cache

@@ -16,7 +16,7 @@ from rich.console import Console
 from core.settings import JiraSettings
 from devstack import stack
 from devstack.atlassian.hive import SYNC_LOGIN, TOKENS, seed_hive
-from devstack.atlassian.hive_jira import SECURITY_LEVEL, seed_hive_jira
+from devstack.atlassian.hive_jira import REVIEW_NOTE, SECURITY_LEVEL, seed_hive_jira
 from devstack.atlassian.runner import serving as serving_site
 from devstack.atlassian.server import Emulator
 from devstack.atlassian.site import Site
@@ -106,3 +106,21 @@ async def test_a_secured_issue_exists_only_for_those_on_its_level(jira_mcp):
         hidden, missing = await call(url, user, "fetch", id=target), await call(url, user, "fetch", id="issue:HIVE-99999999")
         assert hidden == missing and hidden.startswith("not_found:")
         assert await call(url, user, "get_ancestors", id=target) == await call(url, user, "get_ancestors", id="issue:HIVE-99999999")
+
+
+async def test_a_comment_restricted_to_a_role_or_a_group_never_joins_its_issues_text(jira_mcp):
+    """DESIGN.md A14: the committers' review notes (visible in Jira to the Committers role, or the
+    hive-committers group, alone) have fewer readers than their open issues, so no reader of the
+    issue gets them through it: not in fetch, not in a snippet, not in an entity's description."""
+    url, site = jira_mcp
+    noted = [i for i in site.jira.issues.values() if any(c.visibility for c in i.comments)]
+    assert {c.visibility[0] for i in noted for c in i.comments if c.visibility} == {"role", "group"}  # both kinds are seeded
+    phrase = REVIEW_NOTE.split(":")[1].strip()
+    for issue in noted[:4]:
+        for user in ("carol", "alice"):  # carol may not read the notes in Jira; alice may, but not through the issue
+            read = await call(url, user, "fetch", id=f"issue:{issue.key}")
+            assert isinstance(read, dict) and read["id"] == f"issue:{issue.key}", read
+            assert "review note" not in read["markdown"] and phrase not in read["markdown"], (user, issue.key)
+    for user in ("carol", "alice"):
+        found = await call(url, user, "search", query=phrase, top_k=10, response_format="detailed")
+        assert not any(phrase in text for text in strings_in(found)), user

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy import create_engine, text
 
-from core.errors import ConfigurationError, SourceError
+from core.errors import ConfigurationError
 from core.models import JiraPermissions
 from core.settings import Settings
 from pipeline.raw_store import RawStore, StoredAttachment, sqlite_url
@@ -64,13 +64,20 @@ async def test_a_page_listed_under_another_space_moved_there(store):
     assert (await store.reconcile("S", [listed("1")])).deleted == []  # not deleted from S: it lives in T now
 
 
-async def test_a_listing_that_would_delete_most_of_a_space_changes_nothing(store):
+async def test_a_listing_without_most_of_a_space_hides_them_and_keeps_their_content_until_a_purge_is_allowed(store):
     await store.reconcile("S", [listed(str(i)) for i in range(1, 41)])
-    with pytest.raises(SourceError, match="would delete 35 of its 40 pages"):
-        await store.reconcile("S", [listed(str(i)) for i in range(1, 6)], max_deleted_share=0.5)
-    assert len(await store.pages("S")) == 40
-    changes = await store.reconcile("S", [listed(str(i)) for i in range(1, 31)], max_deleted_share=0.5)
-    assert len(changes.deleted) == 10 and len(await store.pages("S")) == 30
+    await store.save_body(fetched(listed("40"), "<p>forty</p>"))
+    changes = await store.reconcile("S", [listed(str(i)) for i in range(1, 6)], max_deleted_share=0.5)
+    assert changes.deleted == [] and len(changes.vanished) == 35  # too many at once to purge: kept, hidden
+    held = {page.page_id: page for page in await store.pages("S")}
+    assert len(held) == 40 and {p for p, page in held.items() if page.vanished} == {str(i) for i in range(6, 41)}
+    assert await store.body("40", 1) == "<p>forty</p>"  # nothing stored is lost
+    back = await store.reconcile("S", [listed(str(i)) for i in range(1, 31)], max_deleted_share=0.5)
+    assert len(back.deleted) == 10 and back.vanished == []  # listed again: shown again; the rest few enough to purge
+    assert len(await store.pages("S")) == 30 and not any(page.vanished for page in await store.pages("S"))
+    await store.reconcile("S", [listed(str(i)) for i in range(1, 6)], max_deleted_share=0.5)
+    purged = await store.reconcile("S", [listed(str(i)) for i in range(1, 6)], max_deleted_share=1.0)  # the operator allows it
+    assert len(purged.deleted) == 25 and len(await store.pages("S")) == 5
 
 
 async def test_bodies_are_kept_by_version_and_a_late_older_fetch_does_not_win(store):
@@ -175,7 +182,10 @@ async def test_jira_issues_reconcile_keep_their_text_and_convert_again_when_need
     await store.save_issue_bodies([replace(i, description=f"text of {i.key}", comments=(comment,), links=(("Relates", "outward", "P-2"),)) for i in listing])
     held = {i.listed.key: i for i in await store.issues("P")}
     assert all(not i.needs_body and i.needs_conversion for i in held.values())
-    assert held["P-2"].body == {"description": "text of P-2", "comments": [{"author": "bob", "created": WHEN.isoformat(), "body": {"type": "doc", "content": []}}], "links": [["Relates", "outward", "P-2"]]}
+    assert held["P-2"].body == {
+        "format": 2, "description": "text of P-2", "links": [["Relates", "outward", "P-2"]],
+        "comments": [{"author": "bob", "created": WHEN.isoformat(), "body": {"type": "doc", "content": []}, "visibility": None}],
+    }
     await store.save_issue_markdown("P-2", held["P-2"].body_updated, "# P-2\n")
 
     later = datetime(2024, 2, 1, tzinfo=UTC)
@@ -188,9 +198,10 @@ async def test_jira_issues_reconcile_keep_their_text_and_convert_again_when_need
     assert await store.jira_watermark("P") == later
 
 
-async def test_a_jira_listing_cut_short_deletes_nothing(store):
+async def test_a_jira_listing_cut_short_hides_its_issues_and_deletes_nothing(store):
     await store.save_jira_project(RemoteProject("P", "Project", "u/P"), JiraPermissions(project_browsers={}, role_members={}, level_members={}))
     await store.reconcile_issues("P", [issue(f"P-{n}") for n in range(1, 31)])
-    with pytest.raises(SourceError, match="would delete 29 of its 30 issues"):
-        await store.reconcile_issues("P", [issue("P-1")], max_deleted_share=0.5)
-    assert len(await store.issues("P")) == 30
+    changes = await store.reconcile_issues("P", [issue("P-1")], max_deleted_share=0.5)
+    assert changes.deleted == [] and len(changes.vanished) == 29
+    held = await store.issues("P")
+    assert len(held) == 30 and sum(i.vanished for i in held) == 29

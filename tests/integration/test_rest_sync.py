@@ -53,7 +53,7 @@ def small_site(clock: Clock) -> Site:
         site.add_user(User(login, login, login.title(), f"{login}@example.com", f"token-{login}", zone, site_admin=login == SYNC))
     site.add_group("eng", {"alice", "bob"})
     site.add_group("eng-leads", {"alice"})
-    site.add_space("ENG", "Engineering", readers_groups={"eng"})
+    site.add_space("ENG", "Engineering", readers_users={SYNC}, readers_groups={"eng"})
     site.create_page(
         "ENG",
         "Handbook",
@@ -74,7 +74,7 @@ def small_site(clock: Clock) -> Site:
         page_id="300",
         by="bob",
     )
-    site.set_read_restrictions("200", users=set(), groups={"eng-leads"})
+    site.set_read_restrictions("200", users={SYNC}, groups={"eng-leads"})  # the sync account reads what it is granted
     return site
 
 
@@ -166,7 +166,7 @@ async def test_each_kind_of_change_reaches_every_store_and_nothing_else_is_redon
     site.edit_page("300", by="bob", body="<p>Restart the metastore with care.</p>")
     site.move_page("101", "300", by="alice")  # Oncall moves under Runbook
     site.delete_page("201")
-    site.set_read_restrictions("100", users={"alice"}, groups=set())  # Handbook: alice only
+    site.set_read_restrictions("100", users={"alice", SYNC}, groups=set())  # Handbook: alice only (and the sync account)
     site.remove_member("eng-leads", "alice")  # alice loses Leads
     report = await sync(settings)
     assert report.changed == ["300"] and report.moved == ["101"] and report.deleted == ["201"]
@@ -193,7 +193,7 @@ async def test_a_permissions_only_pass_touches_tuples_alone(own):
     settings, emulator, _ = own
     emulator.site.add_member("eng-leads", "alice")
     emulator.site.edit_page("100", by="alice", body="<p>changed text that this pass must not fetch</p>")
-    emulator.site.set_read_restrictions("300", users={"alice", "bob"}, groups=set())
+    emulator.site.set_read_restrictions("300", users={"alice", "bob", SYNC}, groups=set())
     report = await sync(settings, permissions_only=True)
     assert report.sinks.index is None and report.converted == 0
     assert acl(settings)["page:300"] == ("page:101", "page:300")  # the pre-filter's keys follow the tuples

@@ -50,7 +50,7 @@ async def test_tokens_map_to_users_and_agents_and_unknown_tokens_to_nobody():
     ("tokens", "needle"),
     [
         ({"short": "alice"}, "shorter than 32"),
-        ({LONG: "alice#member"}, "invalid user id"),
+        ({LONG: " "}, "invalid user name"),
         ({LONG: TokenPrincipal(user="alice", agent="bot")}, "both agent and task"),
     ],
 )
@@ -86,3 +86,32 @@ def test_malformed_delegation_claims_are_refused_not_read_as_the_user(monkeypatc
     monkeypatch.setattr(auth, "get_access_token", lambda: token)
     with pytest.raises(Unauthenticated):
         auth.http_identity()
+
+
+def test_every_entry_maps_a_name_to_one_id_and_no_name_passes_as_another_users_id(monkeypatch):
+    """DESIGN.md A14: a Data Center user may pick any username, including one spelled like the
+    id Wayfinder gives another user (a name OpenFGA cannot hold becomes a digest)."""
+    from fastmcp.server.auth import AccessToken
+
+    from mcp_app import auth
+
+    john = ids.user_name("john smith")
+    assert john.startswith("x-") and ids.user_name("john smith") == john  # one id, the same every time
+    assert ids.user_name("alice") == "alice"  # plain names are their own ids
+
+    def principal(sub: str) -> Principal:
+        token = AccessToken(token="x" * 40, client_id="c", subject=sub, scopes=[], claims={"sub": sub})
+        monkeypatch.setattr(auth, "get_access_token", lambda: token)
+        return auth.http_identity()
+
+    assert principal(john).user != john  # a token naming the impostor, whose username is john's id, is not john
+    assert principal("john smith").user == john  # a token naming john is john
+    assert auth.fixed_identity(john)().user != john
+    assert auth.fixed_identity("alice#member")().subject != "user:alice#member"  # never a userset, whatever the name
+
+
+async def test_a_configured_token_names_a_user_as_every_entry_does():
+    verifier = StaticTokens({LONG: "john smith", "y" * 40: ids.user_name("john smith")})
+    john, impostor = await verifier.verify_token(LONG), await verifier.verify_token("y" * 40)
+    assert john.subject == "john smith"  # the raw name travels; http_identity maps it once
+    assert ids.user_name(john.subject) != ids.user_name(impostor.subject)

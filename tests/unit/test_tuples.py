@@ -106,17 +106,35 @@ def test_everyone_may_view_a_space_only_when_the_source_says_so():
 
 
 @pytest.mark.parametrize(
-    "permissions",
+    ("permissions", "obj"),
     [
-        PERMS.model_copy(update={"page_restrictions": {"1": ("user:*",)}}),  # a restriction to everyone is none
-        PERMS.model_copy(update={"page_restrictions": {"1": ("group:x",)}}),  # a group without #member
-        PERMS.model_copy(update={"space_viewers": {"S": ("bob",)}}),
-        PERMS.model_copy(update={"group_members": {"g": ("user:a b",)}}),
+        (PERMS.model_copy(update={"page_restrictions": {"1": ("user:*", "user:bob")}}), "page:1"),  # a restriction to everyone is none
+        (PERMS.model_copy(update={"page_restrictions": {"1": ("group:x", "user:bob")}}), "page:1"),  # a group without #member
+        (PERMS.model_copy(update={"space_viewers": {"S": ("bob", "group:users#member")}}), "space:S"),
+        (PERMS.model_copy(update={"group_members": {"users": ("user:a b", "user:bob")}}), "group:users"),
     ],
 )
-def test_subjects_the_model_does_not_allow_are_refused_before_writing(permissions):
-    with pytest.raises(SourceError, match="subject"):
-        confluence_tuples("S", [page("1", None)], permissions)
+def test_a_subject_the_model_does_not_allow_is_left_out_of_its_object_alone(permissions, obj):
+    """DESIGN.md A13: one unexpressible subject fails its own grant closed and is reported; every
+    other grant, of that object too, is still written."""
+    refused = []
+    tuples = confluence_tuples("S", [page("1", None)], permissions, refused)
+    assert [(r.object, r.subject) for r in refused] == [(obj, s) for s in _raw_subjects(permissions, obj) if not s.startswith(("user:bob", "group:users"))]
+    assert any(t.object == obj and t.user in ("user:bob", "group:users#member") for t in tuples)  # the grant beside it stays
+    assert T("user:*", "unrestricted", "page:1") not in tuples or obj != "page:1"  # a restricted page stays restricted
+
+
+def _raw_subjects(permissions: Permissions, obj: str) -> tuple[str, ...]:
+    kind, _, name = obj.partition(":")
+    return {"page": permissions.page_restrictions, "space": permissions.space_viewers, "group": permissions.group_members}[kind][name]
+
+
+def test_a_restriction_whose_every_subject_is_refused_admits_nobody():
+    refused = []
+    tuples = confluence_tuples("S", [page("1", None)], PERMS.model_copy(update={"page_restrictions": {"1": ("user:a b",)}}), refused)
+    assert not [t for t in tuples if t.object == "page:1" and t.relation in ("restricted_viewer", "unrestricted")]
+    assert anchors("S", [page("1", None)], PERMS.model_copy(update={"page_restrictions": {"1": ("user:a b",)}})) == {"page:1": "page:1"}
+    assert len(refused) == 1
 
 
 def test_a_grant_is_one_conditioned_tuple_with_grantor_and_expiry():
@@ -145,9 +163,11 @@ def test_hive_permissions_nest_committers_in_users_and_leave_carol_out():
     assert "carol" not in everyone
 
 
-def test_a_group_name_the_model_cannot_hold_is_refused():
-    with pytest.raises(SourceError, match="group 'a b'"):
-        confluence_tuples("S", [page("1", None)], PERMS.model_copy(update={"group_members": {"a b": ("user:bob",)}}))
+def test_a_group_name_the_model_cannot_hold_gets_no_members_and_the_rest_is_written():
+    refused = []
+    tuples = confluence_tuples("S", [page("1", None)], PERMS.model_copy(update={"group_members": {"a b": ("user:bob",), "users": ("user:ann",)}}), refused)
+    assert [r.object for r in refused] == ["group:a b"]
+    assert T("user:ann", "member", "group:users") in tuples
 
 
 def _issue(key: str, level: int, parent: str | None = None, project: str = "P", **extra) -> Issue:
@@ -215,8 +235,17 @@ def test_an_impossible_issue_tree_is_refused_before_anything_is_written(issues, 
         jira_tuples("P", issues, JIRA)
 
 
-def test_a_subject_the_model_does_not_allow_is_refused():
-    with pytest.raises(SourceError, match="browsers of project P"):
-        jira_tuples("P", [], JIRA.model_copy(update={"project_browsers": {"P": ("space:S",)}}))
-    with pytest.raises(SourceError, match="members of role"):
-        jira_tuples("P", [], JIRA.model_copy(update={"role_members": {"P.Dev": ("project_role:P.Other#member",)}}))
+def test_a_jira_grant_the_model_cannot_hold_is_refused_alone():
+    """Browse granted to each issue's reporter (a per-issue grant no project-wide relation can
+    say), a holder type with no relation, a misspelt role member: each left out and reported."""
+    refused = []
+    odd = JIRA.model_copy(update={
+        "project_browsers": {"P": ("project_role:P.Dev#member", REPORTER, "holder:projectLead", "space:S")},
+        "role_members": {"P.Dev": ("user:erin", "project_role:P.Other#member")},
+    })
+    tuples = jira_tuples("P", [_issue("P-1", 0)], odd, refused)
+    assert {(r.object, r.subject) for r in refused} == {
+        ("project:P", REPORTER), ("project:P", "holder:projectLead"), ("project:P", "space:S"), ("project_role:P.Dev", "project_role:P.Other#member"),
+    }
+    assert "reporter" in next(str(r) for r in refused if r.subject == REPORTER)
+    assert T("project_role:P.Dev#member", "viewer", "project:P") in tuples and T("user:erin", "member", "project_role:P.Dev") in tuples
