@@ -8,27 +8,13 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from core.references import references
+
 _HEADING = re.compile(r"^(?P<hashes>#{1,6})\s+(?P<title>.+?)\s*#*\s*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 # An inline Markdown link or image: [text](target) or ![alt](target "title").
 MARKDOWN_LINK = re.compile(r"(?P<bang>!?)\[(?P<text>[^\]\n]*)\]\(\s*<?(?P<target>[^)\s>]*)>?(?:\s+\"[^\"\n]*\")?\s*\)")
-# A reference to a page by id, in any spelling Wayfinder or Confluence uses: the typed id
-# (``page:123``), ``pageId=123`` in a query string, and the id-bearing paths of Cloud and Data
-# Center (``/pages/123``, ``/pages/edit-v2/123``, ``/download/attachments/123``, thumbnails,
-# ``/rest/api/content/123``). Matched case-insensitively on text whose ``&amp;`` and
-# percent-encoded ``=`` and ``/`` are decoded first (:func:`page_references`).
-_PAGE_REFERENCE = re.compile(
-    r"page:(?P<a>[0-9]+)"
-    r"|pageid=(?P<b>[0-9]+)"
-    r"|/pages/(?:[a-z0-9._~-]+/)?(?P<c>[0-9]+)(?![0-9])"
-    r"|/download/(?:attachments|thumbnails)/(?P<d>[0-9]+)(?![0-9])"
-    r"|/rest/api/content/(?P<e>[0-9]+)(?![0-9])",
-    re.IGNORECASE | re.ASCII,
-)
-_ENCODED = re.compile(r"&amp;|%3d|%2f", re.IGNORECASE)
-_DECODED = {"&amp;": "&", "%3d": "=", "%2f": "/"}
-_DIGIT = re.compile(r"[0-9]")
 
 
 def title_key(title: str) -> str:
@@ -59,25 +45,16 @@ def cut(text: str, start: int, max_tokens: int) -> int:
     return ends[max_tokens - 1]
 
 
-def page_references(text: str) -> set[str]:
-    """Typed ids (``page:123``) of every page ``text`` names, in any spelling of
-    ``_PAGE_REFERENCE``. Over-matching is safe: its callers treat a reference as hidden unless
-    the page is shown to be visible."""
-    if not _DIGIT.search(text):  # every spelling holds the id's digits, and decoding adds none
-        return set()
-    decoded = _ENCODED.sub(lambda m: _DECODED[m[0].lower()], text)
-    return {f"page:{int(next(g for g in m.groups() if g))}" for m in _PAGE_REFERENCE.finditer(decoded)}
-
-
 def plain(text: str) -> str:
     """Links reduced to their text: what a reader sees, without any target."""
     return MARKDOWN_LINK.sub(lambda m: m["text"], text)
 
 
 def slugify(title: str) -> str:
-    """A heading's slug, from the text a reader sees. Neither a link's target nor a page
-    reference shapes it, so a slug is the same for every reader and names no page."""
-    words = " ".join("link" if page_references(word) else word for word in plain(title).split())
+    """A heading's slug, from the text a reader sees. Neither a link's target nor a reference
+    (:mod:`core.references`) shapes it, so a slug is the same for every reader and names nothing
+    it links to."""
+    words = " ".join("link" if references(word) else word for word in plain(title).split())
     slug = re.sub(r"[^\w]+", "-", words.lower()).strip("-")
     return slug or "section"
 

@@ -33,7 +33,7 @@ CONTAINERS = rows("id", "key", "name", "url")
 
 OUTPUT: dict[str, dict[str, Any]] = {
     "search": answer(
-        "notice",
+        "notice", "instruction_like_text",
         hits=rows("id", "kind", "title", "space", "breadcrumb", "url", "snippet", "chunk_id", "score", "why", "also_in", "labels", "updated_at"),
         entities=GRAPH_ITEMS,
         relations=GRAPH_ITEMS,
@@ -51,7 +51,7 @@ OUTPUT: dict[str, dict[str, Any]] = {
     # links_to, linked_from, mentioned_in.
     "related": {"type": "object", "additionalProperties": PAGES},
     "explore": answer(
-        "notice", "truncated",
+        "notice", "instruction_like_text", "truncated",
         entity={"required": ["name", "description", "evidence", "hops"]},
         entities=rows("name", "description", "evidence", "hops"),
         relations=rows("source", "target", "description", "evidence"),

@@ -31,7 +31,7 @@ from core.settings import LimitSettings, MCPSettings, Settings
 from core.telemetry import Metrics, response_tokens
 from mcp_app.auth import Identify
 from mcp_app.errors import ErrorMapping, to_tool_error
-from mcp_app.hygiene import UNTRUSTED_NOTICE, instruction_flags
+from mcp_app.hygiene import untrusted
 from mcp_app.limits import BodyLimit, Limits
 from mcp_app.metrics import Measure, note_gate
 from mcp_app.schemas import OUTPUT, WayfinderTool
@@ -208,7 +208,7 @@ def create_server(
                 gate, query, top_k=top_k, spaces=spaces, projects=projects, labels=labels, updated_after=updated_after, kinds=kinds,
                 response_format=response_format,
             )
-            result.update(notice=UNTRUSTED_NOTICE, **dataclasses.asdict(found))
+            result.update(untrusted(dataclasses.asdict(found)))
         return result
 
     @tool("fetch")
@@ -225,8 +225,7 @@ def create_server(
         counts) and breadcrumb."""
         async with request(ctx, "fetch") as (opened, gate, result):
             view = await opened.navigator.read_page(gate, id, section, max_tokens=max_tokens, cursor=cursor)
-            result.update(dataclasses.asdict(view))
-            result.update(notice=UNTRUSTED_NOTICE, instruction_like_text=instruction_flags(view.markdown))
+            result.update(untrusted(dataclasses.asdict(view)))
         return result
 
     @tool("list_spaces")
@@ -309,7 +308,7 @@ def create_server(
         each with the ids of the pages saying so."""
         async with request(ctx, "explore") as (opened, gate, result):
             found = await opened.semantic.explore(gate, entity, hops=hops, limit=limit)
-            result.update(notice=UNTRUSTED_NOTICE, **dataclasses.asdict(found))
+            result.update(untrusted(dataclasses.asdict(found)))
         return result
 
     @tool("fetch_image")

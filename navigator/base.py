@@ -61,10 +61,9 @@ class NavigatorStore(Protocol):
         tree order; at most ``limit`` rows, so only the last parent listed may be cut short."""
         ...
 
-    async def titled(self, key: str, container_id: str | None, limit: int, issue_key: str | None = None) -> list[str]:
+    async def titled(self, key: str, limit: int, issue_key: str | None = None) -> list[str]:
         """Ids of up to ``limit`` pages and issues whose :func:`core.text.title_key` is ``key``, and
-        the issue keyed ``issue_key`` (in one space or project when ``container_id`` is given), in
-        id order."""
+        the issue keyed ``issue_key``, in id order."""
         ...
 
     async def sync_project(self, project: Project, issues: Sequence[Issue]) -> int:

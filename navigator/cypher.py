@@ -177,8 +177,7 @@ ORDER BY parent, position
 LIMIT $limit
 """
 
-# Pages and issues by title as a path names it (core.text.title_key), or an issue by its key,
-# optionally in one space or project.
+# Pages and issues by title as a path names it (core.text.title_key), or an issue by its key.
 TITLED = """
 CALL () {
   MATCH (p:Page {title_key: $key}) RETURN p
@@ -187,7 +186,6 @@ CALL () {
   UNION
   MATCH (p:Issue {id: $issue_id}) RETURN p
 }
-WITH p WHERE $container IS NULL OR p.space_id = $container
 RETURN p.id AS id ORDER BY p.id LIMIT $limit
 """
 

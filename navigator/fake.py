@@ -56,12 +56,9 @@ class FakeNavigatorStore:
         rows = [(parent, child) for parent in sorted(set(parent_ids)) for child in await self.children(parent, -1, 10**9)]
         return rows[:limit]
 
-    async def titled(self, key: str, container_id: str | None, limit: int, issue_key: str | None = None) -> list[str]:
-        pages = [p.id for p in self._pages.values() if title_key(p.title) == key and container_id in (None, f"space:{p.space_key}")]
-        issues = [
-            i.id for i in self._issues.values()
-            if (title_key(i.summary) == key or i.key == issue_key) and container_id in (None, f"project:{i.project_key}")
-        ]
+    async def titled(self, key: str, limit: int, issue_key: str | None = None) -> list[str]:
+        pages = [p.id for p in self._pages.values() if title_key(p.title) == key]
+        issues = [i.id for i in self._issues.values() if title_key(i.summary) == key or i.key == issue_key]
         return sorted(pages + issues)[:limit]
 
     async def related(self, node_id: str, limit: int) -> list[tuple[str, ChildPage]]:

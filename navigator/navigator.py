@@ -33,8 +33,8 @@ MAX_TREE_LIMIT = 200
 TREE_ROWS = 400
 MAX_PATH_CHARS = 1000
 MAX_PATH_MATCHES = 20  # candidates an ambiguous path returns at most
-# Nodes a path's last title may name, read (and authorized) before the rest of the path narrows
-# them, so hidden namesakes do not crowd out a visible match.
+# Nodes a path's last title may name, in any space or project, read (and authorized) before the
+# rest of the path narrows them, so hidden namesakes do not crowd out a visible match.
 PATH_ROWS = 500
 MAX_RELATED_LIMIT = 100
 CONTAINERS = ("space", "project")  # the roots of the trees
@@ -301,25 +301,23 @@ class Navigator:
         segments = [title_key(part) for part in raw]
         if not all(segments):
             raise InvalidArgument(f"path {path.strip()[:80]!r} has an empty title; separate titles with one '/'")
-        containers = await self._store.containers()
-        named = [c for c in containers if c.key.casefold() == segments[0]]  # a space and a project may share a key
-        if named:
-            segments, raw = segments[1:], raw[1:]
-            if not segments:
-                shown = await gate.visible(c.id for c in named)
-                found_roots = [c for c in named if c.id in shown]
-                if not found_roots:
-                    raise NotFound(path.strip()[:200])
-                candidates = [{"id": c.id, "title": c.name, "url": c.url, "breadcrumb": []} for c in found_roots]
-                return Resolved(found_roots[0].id if len(found_roots) == 1 else None, candidates)
         issue_key = raw[-1].upper() if ids.ISSUE_KEY.fullmatch(raw[-1].upper()) else None
-        found: list[str] = []
-        for container in named or [None]:
-            found += await self._store.titled(segments[-1], container.id if container else None, PATH_ROWS, issue_key)
-        summaries = await self._store.summaries(found)
-        # The authorizer is asked once whether or not anything has the title, so neither the answer
-        # nor its timing tells a hidden title from an absent one.
-        shown = await policy.visible_pages(gate, summaries, also=[c.id for c in named] or [c.id for c in containers[:1]])
+        containers = await self._store.containers()
+        summaries = await self._store.summaries(await self._store.titled(segments[-1], PATH_ROWS, issue_key))
+        # Every container and every node with the last title, in one batch, before any of them is
+        # used: what is read does not depend on what the first title names, so a hidden space key
+        # reads as a title, as an absent one does (A6), and the authorizer is asked once whether
+        # or not anything has the title.
+        shown = await policy.visible_pages(gate, summaries, also=[c.id for c in containers])
+        visible = await gate.visible(c.id for c in containers)  # answered by the batch above
+        # A space and a project may share a key.
+        named = [c for c in containers if c.id in visible and c.key.casefold() == segments[0]]
+        if named:
+            if len(segments) == 1:
+                candidates = [{"id": c.id, "title": c.name, "url": c.url, "breadcrumb": []} for c in named]
+                return Resolved(named[0].id if len(named) == 1 else None, candidates)
+            segments = segments[1:]
+            shown = {node: summary for node, summary in shown.items() if summary.space_id in {c.id for c in named}}
 
         def names(summary: PageSummary) -> str:
             return segments[-1] if summary.id == f"issue:{issue_key}" else title_key(summary.title)

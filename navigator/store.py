@@ -230,9 +230,9 @@ class Neo4jStore:
         rows = await self._read(cypher.CHILDREN_OF, ids=list(parent_ids), limit=limit)
         return [(row.pop("parent"), ChildPage(**row)) for row in rows]
 
-    async def titled(self, key: str, container_id: str | None, limit: int, issue_key: str | None = None) -> list[str]:
+    async def titled(self, key: str, limit: int, issue_key: str | None = None) -> list[str]:
         issue_id = f"issue:{issue_key}" if issue_key else None
-        return [row["id"] for row in await self._read(cypher.TITLED, key=key, container=container_id, issue_id=issue_id, limit=limit)]
+        return [row["id"] for row in await self._read(cypher.TITLED, key=key, issue_id=issue_id, limit=limit)]
 
     async def related(self, page_id: str, limit: int) -> list[tuple[str, ChildPage]]:
         rows = await self._read(cypher.RELATED, id=page_id, limit=limit)

@@ -40,8 +40,9 @@ from authz.gate import Gate
 from authz.prefilter import AclFile
 from core import ids
 from core.errors import InvalidArgument
+from core.references import references
 from core.telemetry import span
-from core.text import MARKDOWN_LINK, page_references, plain
+from core.text import MARKDOWN_LINK, plain
 from navigator.navigator import Navigator
 from navigator.base import PageSummary
 from retrievers.base import ChunkHit, GraphHit, RawResults, SemanticIndex
@@ -456,7 +457,7 @@ def _anchors(known: Mapping[str, ChunkHit], candidates: Collection[str], weights
     described: list[tuple[str, str]] = []  # (target, the text describing it)
     for chunk in known.values():
         for line in (line for line in chunk.text.splitlines() if "](" in line):
-            links = [(m["text"], refs) for m in MARKDOWN_LINK.finditer(line) if not m["bang"] and (refs := page_references(m["target"]))]
+            links = [(m["text"], refs) for m in MARKDOWN_LINK.finditer(line) if not m["bang"] and (refs := references(m["target"]))]
             for text, refs in links:
                 described.extend((target, plain(line) if len(links) == 1 else text) for target in refs & targets - {chunk.doc_id})
     best: dict[str, float] = {}

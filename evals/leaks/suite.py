@@ -30,7 +30,7 @@ from fastmcp import Client
 from authz import grants
 from authz.base import TupleStore
 from core.models import Permissions, Principal
-from core.text import page_references
+from core.references import references
 from evals.leaks.canaries import Canary
 from evals.leaks.oracle import Oracle
 from evals.leaks.report import Report, Verdict
@@ -297,7 +297,7 @@ class LeakSuite:
         """Search for the visible pages that link to hidden ones, by title: snippets, breadcrumbs
         and entities must name no hidden page. A probe counts only where it tested something: the
         linking page came back to someone who may see it, or the actor may not see it at all."""
-        linking = [p for p in self.target.oracle.pages if page_references(p.markdown)]
+        linking = [p for p in self.target.oracle.pages if references(p.markdown)]
         for actor in self.actors:
             visible = self.visible(actor)
             for page in sorted(linking, key=lambda p: p.page_id):

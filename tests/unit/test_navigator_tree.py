@@ -137,6 +137,42 @@ async def test_resolve_path_never_confirms_a_hidden_title():
     assert len(gate.authorizer.calls) == 1  # asked, like a path that names a hidden page
 
 
+async def keyed_world(*, hidden_space: bool) -> tuple[Navigator, list[Gate]]:
+    """Space V (visible) holds pages titled "S" and "Q", each with a child "Guide"; with
+    ``hidden_space``, a space keyed S that the caller cannot see holds a "Guide" too."""
+    store = FakeNavigatorStore()
+    visible = Space(key="V", name="Visible", url="v")
+    pages = [page("20", None, 0, "S"), page("21", "20", 0, "Guide"), page("30", None, 1, "Q"), page("31", "30", 0, "Guide")]
+    await store.sync_space(visible, [p.model_copy(update={"space_key": "V"}) for p in pages])
+    if hidden_space:
+        await store.sync_space(Space(key="S", name="Hidden", url="s"), [page("10", None, 0, "Guide")])
+    seen = ("space:V", "page:20", "page:21", "page:30", "page:31")
+    gates = [Gate(FakeAuthorizer([Check("user:bob", "viewer", o) for o in seen]), Principal(user="bob")) for _ in range(2)]
+    return Navigator(store), gates
+
+
+async def test_a_hidden_space_key_is_read_as_a_title_like_an_absent_key():
+    nav, (hidden_gate, absent_gate) = await keyed_world(hidden_space=True)
+    hidden = await nav.resolve_path(hidden_gate, "S/Guide")  # S: a space the caller cannot see
+    absent = await nav.resolve_path(absent_gate, "Q/Guide")  # Q: no space has this key
+    assert (hidden.id, absent.id) == ("page:21", "page:31")
+    assert [c["breadcrumb"] for c in (*hidden.candidates, *absent.candidates)] == [[{"id": "page:20", "title": "S"}], [{"id": "page:30", "title": "Q"}]]
+    # The same checks, in the same order and one round trip each: the hidden key changed no work.
+    assert hidden_gate.records == absent_gate.records and len(hidden_gate.authorizer.calls) == len(absent_gate.authorizer.calls) == 1
+    assert (await nav.resolve_path(hidden_gate, "S")).id == "page:20"  # the key alone too
+
+
+async def test_a_path_answers_byte_for_byte_alike_whether_its_key_is_hidden_or_absent():
+    answers = []
+    for hidden_space in (True, False):
+        nav, (gate, _) = await keyed_world(hidden_space=hidden_space)
+        answers.append([repr(await nav.resolve_path(gate, path)) for path in ("S/Guide", "S", "Guide")])
+        with pytest.raises(NotFound) as missing:
+            await nav.resolve_path(gate, "S/Nothing")
+        answers[-1].append(repr(missing.value))
+    assert answers[0] == answers[1]
+
+
 async def test_resolve_path_rejects_malformed_paths():
     nav, gate = await navigator_for(*ALL)
     for bad in ("", "/", "T1//T3", "x" * 1001):

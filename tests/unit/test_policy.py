@@ -115,3 +115,66 @@ async def test_redact_asks_the_gate_once_for_every_text():
     assert out == ["[a](page:1) b", links.UNAVAILABLE]
     (batch,) = gate.authorizer.calls
     assert {c.object for c in batch} == {"page:1", "page:2", "page:3"}
+
+
+# Tiny links as Confluence writes them: the first two are in the Hive export, pointing at
+# StatisticsAndDataMining and LanguageManual UDF; read with RFC 4648's URL-safe alphabet, which
+# swaps "-" and "_", the second would name LanguageManual Sampling (27362042) instead.
+@pytest.mark.parametrize(
+    ("code", "page"),
+    [("CoOhAQ", 27362058), ("-oKhAQ", 27362046), ("-I_hAQ", 27365372), ("OgAOBQ", 84803642), ("AwAbC", 135987203), ("2oEBfw", 2130805210)],
+)
+def test_a_tiny_link_names_the_page_its_code_encodes(code, page):
+    for spelling in (f"https://x.atlassian.net/wiki/x/{code}", f"<https://cwiki.apache.org/confluence/x/{code}/>", f"%2Fx%2F{code}"):
+        assert links.references_in([spelling]) == {f"page:{page}"}, spelling
+
+
+@pytest.mark.parametrize(
+    ("spelling", "target", "hidden"),
+    [
+        ("https://cwiki.apache.org/confluence/x/G4OhAQ", "page:27362075", links.UNAVAILABLE),
+        ("[Design](/wiki/x/G4OhAQ)", "page:27362075", "Design"),
+        ("https://issues.apache.org/jira/browse/HIVE-1397", "issue:HIVE-1397", links.UNAVAILABLE),
+        ("[crash](https://jira.example.com/browse/hive-1397)", "issue:HIVE-1397", "crash"),
+        ("issue:HIVE-1397", "issue:HIVE-1397", links.UNAVAILABLE),
+        ("https://jira.example.com/rest/api/2/issue/HIVE-1397", "issue:HIVE-1397", links.UNAVAILABLE),
+        ("https://x.atlassian.net/jira/software/projects/HIVE/boards/1?selectedIssue=HIVE-1397", "issue:HIVE-1397", links.UNAVAILABLE),
+    ],
+)
+def test_tiny_links_and_issue_links_lose_a_hidden_target_and_keep_a_visible_one(spelling, target, hidden):
+    assert links.render(f"see {spelling} now", {"page:1"}) == f"see {hidden} now"
+    assert links.render(f"see {spelling} now", {target}) == f"see {spelling} now"
+
+
+@pytest.mark.parametrize(
+    ("spelling", "hidden"),
+    [
+        ("https://cwiki.apache.org/confluence/display/HIVE/Design+Docs", links.UNAVAILABLE),
+        ("[Design](/display/HIVE/Design)", "Design"),
+        ("https://wiki.example.com/display/~alice", links.UNAVAILABLE),
+        ("https://wiki.example.com/pages/viewpage.action?spaceKey=HIVE&amp;title=Design", links.UNAVAILABLE),
+        ("https://jira.example.com/rest/api/2/issue/10001", links.UNAVAILABLE),
+        ("https://x.atlassian.net/wiki/x/AAAAAAAAAAAAAAAA", links.UNAVAILABLE),  # longer than any page id
+    ],
+)
+def test_a_link_that_names_no_id_always_loses_its_target(spelling, hidden):
+    everything = {"page:1", "issue:HIVE-1", "space:HIVE"}
+    assert links.render(f"see {spelling} now", everything) == f"see {hidden} now"
+
+
+def test_a_page_path_names_the_page_id_and_not_the_title_after_it():
+    assert links.references_in(["https://x.example.com/wiki/spaces/H/pages/27362075/2024"]) == {"page:27362075"}
+
+
+async def test_redact_asks_about_pages_and_issues_in_one_batch_and_never_about_titles():
+    gate = gate_with("issue:HIVE-7")
+    text = "[bug](https://jira.example.com/browse/HIVE-7), /x/G4OhAQ and [DDL](/display/HIVE/DDL)"
+    assert await links.redact(gate, [text]) == ["[bug](https://jira.example.com/browse/HIVE-7), (unavailable link) and DDL"]
+    (batch,) = gate.authorizer.calls
+    assert {c.object for c in batch} == {"issue:HIVE-7", "page:27362075"}
+
+
+def test_a_heading_slug_names_no_issue_it_links_to():
+    from core.text import slugify
+
+    assert slugify("Fix from https://jira.example.com/browse/SECRET-12") == "fix-from-link"
