@@ -355,9 +355,12 @@ class SlackSettings(BaseModel):
     token_lifetime_s: int = Field(300, ge=30, le=3600, description="Lifetime of one token the bot signs (one per question).")
     results: int = Field(5, ge=1, le=10, description="Hits an answer cites at most.")
     max_audience: int = Field(
-        500, ge=1, description="Largest channel whose members are all checked; an answer in a bigger one goes to the asker alone."
+        500, ge=1, description="Most readers of a conversation the bot checks (a public channel's are the whole workspace); "
+        "an answer with more readers goes to the asker alone."
     )
-    directory_ttl_s: float = Field(600.0, ge=0, description="Seconds a Slack user's directory mapping (e-mail → user) is remembered.")
+    directory_ttl_s: float = Field(
+        600.0, ge=0, description="Seconds a Slack user's directory mapping (e-mail → user) and guest or stranger marks are remembered."
+    )
 
 
 class Settings(BaseSettings):

@@ -26,6 +26,35 @@ _PAGE_REFERENCE = re.compile(
     r"|/rest/api/content/(?P<e>[0-9]+)(?![0-9])",
     re.IGNORECASE | re.ASCII,
 )
+# A reference to an issue, project or space, the other objects a link can name: the typed ids
+# (``issue:HIVE-12``, ``project:HIVE``, ``space:HIVE``); Jira's issue paths (``/browse/HIVE-12``,
+# ``/issues/HIVE-12``, ``/rest/api/2/issue/HIVE-12``, ``selectedIssue=HIVE-12``) and project paths
+# (``/browse/HIVE``, ``/projects/HIVE``); Confluence's space paths (``/spaces/HIVE``,
+# ``/display/HIVE``, ``spaceKey=HIVE``). A bare key in prose is no reference: "UTF-8" and
+# "SHA-256" are spelled like issue keys.
+_OBJECT_REFERENCE = re.compile(
+    r"(?<![a-z0-9_])issue:(?P<issue_a>[a-z][a-z0-9_]*-[0-9]+)"
+    r"|/(?:browse|issues)/(?P<issue_b>[a-z][a-z0-9_]*-[0-9]+)"
+    r"|/rest/api/[a-z0-9]+/issue/(?P<issue_c>[a-z][a-z0-9_]*-[0-9]+)"
+    r"|selectedissue=(?P<issue_d>[a-z][a-z0-9_]*-[0-9]+)"
+    r"|(?<![a-z0-9_])project:(?P<project_a>[a-z][a-z0-9_]*)(?![a-z0-9_-])"
+    r"|/(?:browse|projects)/(?P<project_b>[a-z][a-z0-9_]*)(?![a-z0-9_-])"
+    r"|(?<![a-z0-9_])space:(?P<space_a>[a-z0-9_~-]+)"
+    r"|/(?:spaces|display)/(?P<space_b>[a-z0-9_~-]+)"
+    r"|spacekey=(?P<space_c>[a-z0-9_~-]+)",
+    re.IGNORECASE | re.ASCII,
+)
+# Spellings that point into Confluence or Jira without an id to check: a page by title
+# (``/display/SPACE/Title``, ``viewpage.action?title=``), a short link (``/x/AbCd``), an issue by
+# its numeric id (``/rest/api/2/issue/10001``, ``selectedIssue=10001``).
+_UNRESOLVED_REFERENCE = re.compile(
+    r"/display/[^/\s|>]+/[^\s|>]"
+    r"|view(?:page|blogpost)\.action(?![^\s|>]*pageid=[0-9])"
+    r"|/x/[a-z0-9_-]+"
+    r"|/rest/api/[a-z0-9]+/issue/[0-9]"
+    r"|selectedissue=[0-9]",
+    re.IGNORECASE | re.ASCII,
+)
 _ENCODED = re.compile(r"&amp;|%3d|%2f", re.IGNORECASE)
 _DECODED = {"&amp;": "&", "%3d": "=", "%2f": "/"}
 _DIGIT = re.compile(r"[0-9]")
@@ -65,8 +94,28 @@ def page_references(text: str) -> set[str]:
     the page is shown to be visible."""
     if not _DIGIT.search(text):  # every spelling holds the id's digits, and decoding adds none
         return set()
-    decoded = _ENCODED.sub(lambda m: _DECODED[m[0].lower()], text)
-    return {f"page:{int(next(g for g in m.groups() if g))}" for m in _PAGE_REFERENCE.finditer(decoded)}
+    return {f"page:{int(next(g for g in m.groups() if g))}" for m in _PAGE_REFERENCE.finditer(_decoded(text))}
+
+
+def object_references(text: str) -> set[str]:
+    """Typed ids of every page, issue, project and space ``text`` names, in any spelling of
+    :func:`page_references` and ``_OBJECT_REFERENCE``; issue and project keys are upper-cased as
+    Jira spells them. Over-matching is safe for the same reason as there."""
+    found = page_references(text)
+    for match in _OBJECT_REFERENCE.finditer(_decoded(text)):
+        kind, value = next((name.partition("_")[0], value) for name, value in match.groupdict().items() if value)
+        found.add(f"{kind}:{value if kind == 'space' else value.upper()}")
+    return found
+
+
+def unresolved_references(text: str) -> list[str]:
+    """Every spelling in ``text`` that points into Confluence or Jira without an id: the object
+    it names cannot be checked, so a caller treats it as hidden."""
+    return [match[0] for match in _UNRESOLVED_REFERENCE.finditer(_decoded(text))]
+
+
+def _decoded(text: str) -> str:
+    return _ENCODED.sub(lambda m: _DECODED[m[0].lower()], text)
 
 
 def plain(text: str) -> str:
