@@ -10,6 +10,9 @@ gate can be asked about it like any other object. The spellings:
   page id itself (:func:`_tiny_link_page`);
 * issues by key: the typed id, ``/browse/KEY-1``, ``/issues/KEY-1``, ``selectedIssue=KEY-1`` and
   ``/rest/api/<version>/issue/KEY-1``;
+* projects and spaces by key: the typed ids (``project:KEY``, ``space:KEY``, not inside a longer
+  word: ``namespace:default`` names nothing) and their home pages, ``/browse/KEY``,
+  ``/projects/KEY``, ``/spaces/KEY`` and ``/display/KEY``;
 * links that name their target in a way no id can be read from: by title
   (``/display/KEY/Title``, ``viewpage.action?spaceKey=KEY&title=Title``), an issue by its numeric
   id (``/rest/api/2/issue/10001``), a tiny link too long to hold a page id. Each is
@@ -31,11 +34,21 @@ import re
 UNRESOLVED = "link:unresolved"
 
 _ISSUE_KEY = r"[a-z][a-z0-9_]*-[0-9]+(?![0-9])"
+_KEY_END = r"(?![a-z0-9_~-])"  # a key ends where no character of a key follows
+# A project's or space's own page ends its path: ``/spaces/KEY/pages/1`` names the page alone.
+_HOME_END = r"/?(?=[\s?#\"')\]>|]|$)"
+# A tiny link's path starts a URL's path: after its host (and context path), after /wiki, or at
+# the start of a relative link; ``src/x/util`` is no tiny link.
+_TINY_START = r"(?://[^/\s]+(?:/[a-z0-9._~-]+)?|/wiki|(?:^|(?<=[\s(\"'<\[=])))"
 _REFERENCE = re.compile(
     r"(?:page:|pageid=|/download/(?:attachments|thumbnails)/|/rest/api/content/"
     r"|/pages/(?:(?![0-9]+/)[a-z0-9._~-]+/)?)(?P<page>[0-9]+)(?![0-9])"
-    r"|/x/(?P<tiny>[a-z0-9_-]+)"
+    rf"|{_TINY_START}/x/(?P<tiny>[a-z0-9_-]+)"
     rf"|(?:issue:|/browse/|/issues/|selectedissue=|/rest/api/(?:[0-9]+|latest)/issue/)(?P<issue>{_ISSUE_KEY})"
+    rf"|(?<![a-z0-9_])project:(?P<project>[a-z][a-z0-9_]*){_KEY_END}"
+    rf"|(?:/browse/|/projects/)(?P<project_home>[a-z][a-z0-9_]*){_HOME_END}"
+    rf"|(?<![a-z0-9_])space:(?P<space>[a-z0-9_~-]+){_KEY_END}"
+    rf"|(?:/spaces/|/display/)(?P<space_home>[a-z0-9_~-]+){_HOME_END}"
     r"|(?P<unresolved>/display/[^\s/]|[?&]spacekey=|/rest/api/(?:[0-9]+|latest)/issue/[0-9])",
     re.IGNORECASE | re.ASCII,
 )
@@ -64,6 +77,10 @@ def _referred(match: re.Match[str]) -> str:
         return _tiny_link_page(match["tiny"])
     if match["issue"]:
         return f"issue:{match['issue'].upper()}"
+    if match["project"] or match["project_home"]:
+        return f"project:{(match['project'] or match['project_home']).upper()}"
+    if match["space"] or match["space_home"]:
+        return f"space:{match['space'] or match['space_home']}"
     return UNRESOLVED
 
 

@@ -122,6 +122,20 @@ class TokenPrincipal(BaseModel):
     task: str | None = None
 
 
+class AgentIssuer(BaseModel):
+    """An agent that signs tokens for the users it acts for (the Slack bot). Its key is trusted
+    for that agent alone: every token it signs must name the agent in ``act.sub`` and a task, so
+    it works only through a live grant from the user (DESIGN.md A2), never as the user."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    issuer: str = Field(description="`iss` of the agent's tokens, e.g. `https://slackbot.example.com/`.")
+    agent: str = Field(description="The agent id its tokens must carry in `act.sub`, e.g. `slack-bot`.")
+    public_key: str | None = Field(None, description="PEM public key the agent signs with (or `jwks_uri`).")
+    jwks_uri: str | None = Field(None, description="URL of the agent's JSON Web Key Set.")
+    algorithm: str = Field("RS256", description="The one signing algorithm accepted.")
+
+
 class OAuthSettings(BaseModel):
     """Bearer tokens from the company's OAuth provider: the MCP server as an OAuth resource server."""
 
@@ -155,6 +169,12 @@ class OAuthSettings(BaseModel):
     )
     clock_skew_s: int = Field(
         60, ge=0, le=600, description="Seconds a token's `nbf` and `iat` may lie ahead of this server's clock. Expiry is never extended."
+    )
+    agent_issuers: list[AgentIssuer] = Field(
+        default_factory=list,
+        description='Agents that sign tokens for the users they act for, beside the provider: JSON list of `{"issuer", '
+        '"agent", "public_key" | "jwks_uri", "algorithm"}`. A token of such an issuer is accepted only with `act.sub` its '
+        "agent and a `task`, so it reads through a live grant alone; required scopes are the provider's.",
     )
 
 
@@ -251,8 +271,9 @@ class ConfluenceSettings(BaseModel):
     )
     page_size: int = Field(50, ge=1, le=100, description="Pages per REST call.")
     max_deleted_share: float = Field(
-        0.5, gt=0, le=1, description="Largest share of a space's pages one sync may delete (when over 20); above it the "
-        "sync stops and changes nothing, so a listing cut short cannot empty the stores."
+        0.5, gt=0, le=1, description="Largest share of a space's pages one sync may purge (when over 20); above it the pages "
+        "that vanished are hidden from everyone at once and their content kept until a run with a higher share purges it, so a "
+        "listing cut short cannot empty the stores."
     )
     timeout_s: float = Field(30.0, gt=0, description="Timeout of one REST call.")
     max_attempts: int = Field(6, ge=1, description="Attempts per REST call under 429/5xx and dropped connections (Retry-After is honoured).")
@@ -282,7 +303,8 @@ class JiraSettings(BaseModel):
     page_size: int = Field(50, ge=1, le=100, description="Issues per REST call.")
     overlap_minutes: int = Field(15, ge=1, description="Each sync asks for issues updated since the last one, less this many minutes.")
     max_deleted_share: float = Field(
-        0.5, gt=0, le=1, description="Largest share of a project's issues one sync may delete (when over 20); above it the sync stops."
+        0.5, gt=0, le=1, description="Largest share of a project's issues one sync may purge (when over 20); above it the issues "
+        "that vanished are hidden at once and their content kept, as for pages."
     )
     timeout_s: float = Field(30.0, gt=0, description="Timeout of one REST call.")
     max_attempts: int = Field(6, ge=1, description="Attempts per REST call under 429/5xx and dropped connections.")
@@ -345,7 +367,7 @@ class SlackSettings(BaseModel):
     grant_ttl: str = Field("8h", description="Lifetime of the grant of one user's conversation, renewed by each question (`30m`, `8h`, `7d`).")
     token_issuer: str = Field(
         "https://slackbot.wayfinder.invalid/",
-        description="`iss` of the tokens the bot signs (a URL naming the bot); the MCP server's `WAYFINDER_MCP__OAUTH__ISSUER`.",
+        description="`iss` of the tokens the bot signs (a URL naming the bot); the `issuer` of its entry in the MCP server's `WAYFINDER_MCP__OAUTH__AGENT_ISSUERS`.",
     )
     token_private_key: SecretStr | None = Field(
         None, description="PEM RSA private key the bot signs its tokens with; the MCP server checks them with the public key "
@@ -355,9 +377,12 @@ class SlackSettings(BaseModel):
     token_lifetime_s: int = Field(300, ge=30, le=3600, description="Lifetime of one token the bot signs (one per question).")
     results: int = Field(5, ge=1, le=10, description="Hits an answer cites at most.")
     max_audience: int = Field(
-        500, ge=1, description="Largest channel whose members are all checked; an answer in a bigger one goes to the asker alone."
+        500, ge=1, description="Most readers of a conversation the bot checks (a public channel's are the whole workspace); "
+        "an answer with more readers goes to the asker alone."
     )
-    directory_ttl_s: float = Field(600.0, ge=0, description="Seconds a Slack user's directory mapping (e-mail → user) is remembered.")
+    directory_ttl_s: float = Field(
+        600.0, ge=0, description="Seconds a Slack user's directory mapping (e-mail → user) and guest or stranger marks are remembered."
+    )
 
 
 class Settings(BaseSettings):

@@ -24,6 +24,7 @@ import hmac
 import time
 from collections.abc import Callable, Mapping
 
+import jwt
 from fastmcp.server.auth import AccessToken, AuthProvider, JWTVerifier, RemoteAuthProvider, TokenVerifier
 from fastmcp.server.dependencies import get_access_token
 from pydantic import AnyHttpUrl
@@ -31,7 +32,7 @@ from pydantic import AnyHttpUrl
 from core import ids
 from core.errors import ConfigurationError, InvalidArgument, Unauthenticated
 from core.models import Principal
-from core.settings import MIN_TOKEN_CHARS, MCPSettings, OAuthSettings, TokenPrincipal
+from core.settings import MIN_TOKEN_CHARS, AgentIssuer, MCPSettings, OAuthSettings, TokenPrincipal
 
 Identify = Callable[[], Principal]
 
@@ -119,28 +120,79 @@ class OAuthTokens(JWTVerifier):
         return access.model_copy(update={"client_id": _client_id(claims["sub"], agent)})
 
 
+class TrustedIssuers(TokenVerifier):
+    """JWTs of every issuer this server trusts, each checked by its own verifier: the company's
+    provider, whose tokens name users (and agents with a grant), and agents that sign for the users
+    they act for (:class:`core.settings.AgentIssuer`), whose tokens must name that agent in
+    ``act.sub`` and a task — so an agent's key can never sign a token that reads as a user alone,
+    nor as another agent. The token's unverified ``iss`` only picks the verifier that checks it."""
+
+    def __init__(self, audience: str, provider: OAuthTokens | None, agents: Mapping[str, tuple[OAuthTokens, str]]) -> None:
+        super().__init__()
+        self.audience = audience  # every verifier's: tokens minted for this server alone
+        self._provider, self._agents = provider, dict(agents)
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        try:
+            issuer = jwt.decode(token, options={"verify_signature": False}).get("iss")
+        except jwt.PyJWTError:
+            return None
+        if issuer in self._agents:
+            verifier, agent = self._agents[issuer]
+            access = await verifier.verify_token(token)
+            act = access.claims.get("act") if access is not None else None
+            if access is None or not isinstance(act, dict) or act.get("sub") != agent or not isinstance(access.claims.get("task"), str):
+                return None
+            return access
+        if self._provider is not None and issuer == self._provider.issuer:
+            return await self._provider.verify_token(token)
+        return None
+
+
 def http_auth(mcp: MCPSettings) -> AuthProvider:
-    """How HTTP callers authenticate: the company's OAuth provider when an issuer is configured
-    (with RFC 9728 metadata at ``/.well-known/oauth-protected-resource/mcp``), else the static
-    development tokens."""
+    """How HTTP callers authenticate: the company's OAuth provider and the agents that sign for
+    their users, when either is configured (with RFC 9728 metadata at
+    ``/.well-known/oauth-protected-resource/mcp``), else the static development tokens."""
     oauth = mcp.oauth
-    if oauth.issuer is None:
+    if oauth.issuer is None and not oauth.agent_issuers:
         if oauth.required_scopes or oauth.tool_scopes:  # scopes would restrict nothing: refuse, never ignore
             raise ConfigurationError("WAYFINDER_MCP__OAUTH__REQUIRED_SCOPES and TOOL_SCOPES need WAYFINDER_MCP__OAUTH__ISSUER")
         return StaticTokens(mcp.tokens)
     if mcp.tokens:
-        raise ConfigurationError("WAYFINDER_MCP__TOKENS are for development only: unset them when WAYFINDER_MCP__OAUTH__ISSUER is set")
+        raise ConfigurationError("WAYFINDER_MCP__TOKENS are for development only: unset them when OAuth issuers are set")
+    if oauth.issuer is None and oauth.required_scopes:
+        raise ConfigurationError("WAYFINDER_MCP__OAUTH__REQUIRED_SCOPES are the provider's: they need WAYFINDER_MCP__OAUTH__ISSUER")
     public_url = (oauth.public_url or f"http://{mcp.host}:{mcp.port}").rstrip("/")
+    audience = oauth.audience or f"{public_url}/mcp"
+    issuers = [agent.issuer for agent in oauth.agent_issuers]
+    if len(set(issuers)) != len(issuers) or oauth.issuer in issuers:
+        raise ConfigurationError("WAYFINDER_MCP__OAUTH: each issuer is trusted once, as the provider or as one agent")
     try:
-        servers = [AnyHttpUrl(server) for server in oauth.authorization_servers or [oauth.issuer]]
+        provider = OAuthTokens(oauth, audience) if oauth.issuer is not None else None
+        agents = {
+            agent.issuer: (OAuthTokens(_agent_oauth(oauth, agent), audience), ids.agent_id(agent.agent).removeprefix("agent:"))
+            for agent in oauth.agent_issuers
+        }
+        servers = [AnyHttpUrl(server) for server in oauth.authorization_servers or [oauth.issuer or issuers[0]]]
         return RemoteAuthProvider(
-            token_verifier=OAuthTokens(oauth, oauth.audience or f"{public_url}/mcp"),
+            token_verifier=TrustedIssuers(audience, provider, agents),
             authorization_servers=servers,
             base_url=public_url,
             resource_name="Wayfinder",
         )
-    except ValueError as exc:  # pydantic's ValidationError: a URL that does not parse
+    except (ValueError, InvalidArgument) as exc:  # pydantic's ValidationError: a URL that does not parse
         raise ConfigurationError(f"WAYFINDER_MCP__OAUTH: {exc}") from exc
+
+
+def _agent_oauth(oauth: OAuthSettings, agent: AgentIssuer) -> OAuthSettings:
+    """The provider's settings as an agent's tokens are checked: its issuer, key and algorithm,
+    no scopes (an agent's token carries none; its reach is the grant's)."""
+    return oauth.model_copy(
+        update={
+            "issuer": agent.issuer, "public_key": agent.public_key, "jwks_uri": agent.jwks_uri, "algorithm": agent.algorithm,
+            "required_scopes": [],
+        }
+    )
 
 
 def http_identity() -> Principal:

@@ -9,11 +9,18 @@
    the grant together (DESIGN.md A2); the bot sees only what the asker may see.
 3. **An answer from the authorized hits only.** With a Gemini key, composed by Gemini from the
    hits' titles and snippets, citing them; offline, the top hits with their snippets.
-4. **Posted where every reader may see it, or to the asker alone (A12).** The answer goes to the
-   conversation only if every member — the bot aside — is a directory user allowed to view every
-   cited page or issue (live OpenFGA checks, one BatchCheck per member). Otherwise, or when that
-   cannot be decided (too many members, a member not in the directory, a guest, another bot,
-   OpenFGA down), it is an ephemeral message that only the asker sees.
+4. **Posted where every reader may see it, or to the asker alone (A12).** What an answer shows
+   is every object its text names: the hits it cites and every page, issue, project or space a
+   snippet or the composed text links to (:func:`core.references.references`). The readers of a
+   private channel, a DM or a group DM are its members; of a public channel, the whole workspace
+   (``users.list``), since anyone may open it and read its history later. The answer goes to the
+   conversation only if every reader — the bot aside — is a full member of the bot's own team,
+   mapped to a directory user allowed to view every object the answer shows (live OpenFGA checks,
+   one BatchCheck per user). Otherwise, or when that cannot be decided (a channel shared with
+   another organisation, more readers than ``max_audience``, a guest, a stranger, a reader not in
+   the directory, another bot, a link the bot cannot name by id, Slack or OpenFGA failing), it is
+   an ephemeral message that only the asker sees. The asker's own DM with the bot has no other
+   reader, ever: an answer there is posted without a check.
 """
 
 from __future__ import annotations
@@ -23,9 +30,9 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import jwt
@@ -44,14 +51,27 @@ from core import ids
 from core.errors import ConfigurationError, InvalidArgument, WayfinderError
 from core.models import Principal
 from core.settings import SlackSettings
+from core.references import UNRESOLVED, references
 
 log = logging.getLogger("wayfinder.slackbot")
+T = TypeVar("T")
+R = TypeVar("R")
 
 _MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^>]*)?>")
+# The opening of a link in Slack's mrkdwn; escaped text holds no ``<``, so only the bot's own
+# source links have one.
+_LINK_OPENING = re.compile(r"<[^|>]*\|")
 #: characters of a hit's snippet an answer shows
 SNIPPET_CHARS = 280
 #: members whose rights are checked at once
 CONCURRENT_MEMBERS = 8
+#: entries the bot asks for per users.list and conversations.members page
+SLACK_PAGE = 200
+#: conversation flags that let people beyond this workspace in: Slack Connect, other workspaces
+#: of an Enterprise organisation, an invitation to share that is not accepted yet
+_SHARED_FLAGS = ("is_shared", "is_ext_shared", "is_org_shared", "is_pending_ext_shared", "is_global_shared")
+#: conversation fields listing the teams it is shared with, or is being shared with
+_SHARED_TEAMS = ("connected_team_ids", "pending_connected_team_ids", "pending_shared")
 
 NO_USER = (
     "I can't match your Slack account to a user of the wiki (by its e-mail address), so I can't search for you. "
@@ -85,13 +105,38 @@ class TokenSigner:
             raise ConfigurationError("WAYFINDER_SLACK__TOKEN_PRIVATE_KEY must be an RSA key (the tokens are RS256)")
         self._key, self._settings, self._audience = key, settings, audience
 
-    def token(self, principal: Principal) -> str:
+    def token(self, principal: Principal, subject: str) -> str:
+        """A token for ``principal``, naming its user by ``subject``: the raw directory name, which
+        the server maps to the principal's id with :func:`core.ids.user_name`, as every entry does."""
+        if ids.user_name(subject) != principal.user:
+            raise ValueError("the token's subject is not the principal's user")
         now = int(time.time())
         claims = {
-            "iss": self._settings.token_issuer, "aud": self._audience, "sub": principal.user, "act": {"sub": principal.agent},
+            "iss": self._settings.token_issuer, "aud": self._audience, "sub": subject, "act": {"sub": principal.agent},
             "task": principal.task, "iat": now, "exp": now + self._settings.token_lifetime_s, "jti": uuid.uuid4().hex,
         }
         return jwt.encode(claims, self._key, algorithm="RS256")
+
+
+@dataclass(frozen=True)
+class Account:
+    """A Slack user as a reader: its directory user (None for bots, deleted accounts, accounts
+    without an e-mail address and addresses the directory does not know), whether Slack marks it
+    a guest (``is_restricted``, ``is_ultra_restricted``) or a stranger (``is_stranger``), and the
+    team it belongs to."""
+
+    user: str | None
+    guest: bool
+    stranger: bool
+    team: str | None
+
+    def reads_as(self, team: str) -> str | None:
+        """The directory user whose rights bound what this account may be shown in ``team``'s
+        conversations; None when nothing bounds it: an unmapped account, a guest, a stranger, or
+        an account of another team."""
+        if self.guest or self.stranger or self.team != team:
+            return None
+        return self.user
 
 
 class Directory:
@@ -99,29 +144,45 @@ class Directory:
 
     def __init__(self, slack: AsyncWebClient, lookup: Callable[[str], Awaitable[str | None]], ttl_s: float) -> None:
         self._slack, self._lookup, self._ttl_s = slack, lookup, ttl_s
-        self._known: dict[str, tuple[float, str | None]] = {}
+        self._known: dict[str, tuple[float, Account]] = {}
+        self._emails: dict[str, tuple[float, str | None]] = {}
 
     async def user_of(self, slack_user: str) -> str | None:
         """The directory user of a Slack user; None for bots, deleted accounts, accounts without
         an e-mail address and addresses the directory does not know. Slack or directory failures
         raise."""
+        return (await self.account(slack_user)).user
+
+    async def account(self, slack_user: str) -> Account:
+        """A Slack user's account, from ``users.info``."""
         held = self._known.get(slack_user)
         if held is not None and time.monotonic() - held[0] < self._ttl_s:
             return held[1]
-        found = await self._resolve(slack_user)
+        found = await self.account_of((await self._slack.users_info(user=slack_user))["user"])
         self._known[slack_user] = (time.monotonic(), found)
         return found
 
-    async def _resolve(self, slack_user: str) -> str | None:
-        user: dict[str, Any] = (await self._slack.users_info(user=slack_user))["user"]
-        if user.get("deleted") or user.get("is_bot") or user.get("is_app_user") or slack_user == "USLACKBOT":
+    async def account_of(self, user: dict[str, Any]) -> Account:
+        """The account of a user object Slack returned (``users.info``, ``users.list``)."""
+        team = user.get("team_id")
+        return Account(
+            user=await self._directory_user(user),
+            guest=bool(user.get("is_restricted") or user.get("is_ultra_restricted")),
+            stranger=bool(user.get("is_stranger")),
+            team=team if isinstance(team, str) else None,
+        )
+
+    async def _directory_user(self, user: dict[str, Any]) -> str | None:
+        if user.get("deleted") or user.get("is_bot") or user.get("is_app_user") or user.get("id") == "USLACKBOT":
             return None
         email = (user.get("profile") or {}).get("email")
         if not isinstance(email, str) or "@" not in email:
             return None
+        held = self._emails.get(email)
+        if held is not None and time.monotonic() - held[0] < self._ttl_s:
+            return held[1]
         found = await self._lookup(email)
-        if found is None or not ids.is_name(found):
-            return None
+        self._emails[email] = (time.monotonic(), found)
         return found
 
 
@@ -131,47 +192,124 @@ class Audience:
     def __init__(self, slack: AsyncWebClient, directory: Directory, authorizer: Authorizer, max_members: int, deadline_s: float) -> None:
         self._slack, self._directory, self._authorizer = slack, directory, authorizer
         self._max_members, self._deadline_s = max_members, deadline_s
+        self._own: tuple[str, str | None] | None = None  # the bot's team and user, read once from auth.test
 
-    async def all_may_see(self, channel: str, cited: Sequence[str], bot_user: str | None) -> bool:
-        """True only when it is decided that they may; any doubt or failure is False."""
+    async def all_may_see(
+        self, channel: str, cited: Sequence[str] | None, bot_user: str | None, asker: str | None = None
+    ) -> bool:
+        """True only when it is decided that they may; any doubt or failure is False, and so is
+        ``cited`` None (what the answer shows is not known). The asker's own DM with the bot needs
+        no check: no one else reads it, ever, and an ephemeral answer would show the asker the same."""
         try:
-            members = [m for m in await self._members(channel) if m != bot_user]
-            if not members:
-                return False
-            limit = asyncio.Semaphore(CONCURRENT_MEMBERS)
-
-            async def user_of(member: str) -> str | None:
-                async with limit:
-                    return await self._directory.user_of(member)
-
-            async def sees_all(user: str) -> bool:
-                async with limit:
-                    gate = Gate(self._authorizer, Principal(user=user), self._deadline_s)
-                    return await gate.visible(cited) == set(cited)
-
-            users = await asyncio.gather(*(user_of(m) for m in members))
-            if any(user is None for user in users):
-                return False
-            return all(await asyncio.gather(*(sees_all(user) for user in set(users) if user)))
+            conversation: dict[str, Any] = (await self._slack.conversations_info(channel=channel))["channel"]
+            if asker is not None and conversation.get("is_im") is True and conversation.get("user") == asker:
+                return True
+            if cited is None:
+                raise _Undecided("the answer links to a page or issue the bot cannot name by id")
+            shown = cited
+            users = await self._readers(channel, conversation, bot_user)
+            return all(await _bounded(lambda user: self._sees_all(user, shown), users))
         except Exception as exc:  # noqa: BLE001 - whatever failed, it is not decided that they may: fail closed
-            log.warning("could not decide who may read channel %s (%s): answering the asker alone", channel, type(exc).__name__)
+            why = str(exc) if isinstance(exc, _Undecided) else type(exc).__name__
+            log.warning("could not decide who may read channel %s (%s): answering the asker alone", channel, why)
             return False
+
+    async def _readers(self, channel: str, conversation: dict[str, Any], bot_user: str | None) -> set[str]:
+        """The directory users of everyone who may read ``channel``; raises _Undecided when some
+        reader's rights bound nothing or the readers cannot be known."""
+        team, own_user = await self._bot_identity()
+        bots = {bot_user, own_user}
+        scope = _scope(conversation, team)
+        members = [m for m in await self._members(channel) if m not in bots]
+        if not members:
+            raise _Undecided("no member but the bot")
+        accounts = await _bounded(self._directory.account, members)
+        if scope == "workspace":
+            listed = await self._workspace(skip={*members, *bots}, counted=len(members))
+            accounts += await _bounded(self._directory.account_of, listed)
+        users = [account.reads_as(team) for account in accounts]
+        if None in users:
+            raise _Undecided("a reader is a guest, a stranger, another bot or not in the directory")
+        return {user for user in users if user is not None}
+
+    async def _sees_all(self, user: str, cited: Sequence[str]) -> bool:
+        gate = Gate(self._authorizer, Principal(user=ids.user_name(user)), self._deadline_s)
+        return await gate.visible(cited) == set(cited)
+
+    async def _bot_identity(self) -> tuple[str, str | None]:
+        """The bot's team (an account of any other is a stranger here) and its own user."""
+        if self._own is None:
+            found = await self._slack.auth_test()
+            team, user = found.get("team_id"), found.get("user_id")
+            if not isinstance(team, str) or not team:
+                raise _Undecided("auth.test named no team")
+            self._own = (team, user if isinstance(user, str) else None)
+        return self._own
 
     async def _members(self, channel: str) -> list[str]:
         members: list[str] = []
-        cursor: str | None = None
-        while True:
-            page = await self._slack.conversations_members(channel=channel, limit=200, **({"cursor": cursor} if cursor else {}))
+        async for page in self._pages(self._slack.conversations_members, channel=channel):
             members += page.get("members", [])
             if len(members) > self._max_members:
-                raise _TooMany()
+                raise _Undecided("more members than max_audience")
+        return members
+
+    async def _workspace(self, skip: set[str | None], counted: int) -> list[dict[str, Any]]:
+        """Everyone in the workspace who may open a public channel, but the ``skip``ped: no
+        deleted account, bot or Slackbot (they read nothing), and no guest, who opens only the
+        conversations it is invited to (a guest among the members was judged with them). A
+        stranger listed stays, and makes the answer private."""
+        listed: list[dict[str, Any]] = []
+        async for page in self._pages(self._slack.users_list):
+            listed += [user for user in page.get("members", []) if user.get("id") not in skip and _opens_public_channels(user)]
+            if counted + len(listed) > self._max_members:
+                raise _Undecided("more people in the workspace than max_audience")
+        return listed
+
+    @staticmethod
+    async def _pages(method: Callable[..., Awaitable[Any]], **args: Any) -> AsyncIterator[Any]:
+        cursor: str | None = None
+        while True:
+            page = await method(limit=SLACK_PAGE, **args, **({"cursor": cursor} if cursor else {}))
+            yield page
             cursor = (page.get("response_metadata") or {}).get("next_cursor") or None
             if not cursor:
-                return members
+                return
 
 
-class _TooMany(WayfinderError):
-    """More members than the bot checks."""
+class _Undecided(WayfinderError):
+    """Who may read a conversation is not decided: the answer goes to the asker alone."""
+
+
+def _scope(conversation: dict[str, Any], team: str) -> str:
+    """Who reads a conversation: its ``members`` (a private channel, a DM, a group DM) or the whole
+    ``workspace`` (a public channel: anyone may open it and read its history). A conversation
+    people of other teams may read, or one of a kind not known, raises _Undecided."""
+    teams = {other for field in _SHARED_TEAMS for other in conversation.get(field) or ()}
+    if any(conversation.get(flag) for flag in _SHARED_FLAGS) or teams - {team}:
+        raise _Undecided("the conversation is shared beyond this workspace")
+    if conversation.get("is_im") or conversation.get("is_mpim") or conversation.get("is_group") or conversation.get("is_private") is True:
+        return "members"
+    if conversation.get("is_channel") is True and conversation.get("is_private") is False:
+        return "workspace"
+    raise _Undecided("the kind of conversation is not known")
+
+
+def _opens_public_channels(user: dict[str, Any]) -> bool:
+    if user.get("deleted") or user.get("is_bot") or user.get("is_app_user") or user.get("id") == "USLACKBOT":
+        return False
+    return not (user.get("is_restricted") or user.get("is_ultra_restricted"))
+
+
+async def _bounded(work: Callable[[T], Awaitable[R]], items: Iterable[T]) -> list[R]:
+    """``work`` on every item, at most CONCURRENT_MEMBERS at once, the results in order."""
+    limit = asyncio.Semaphore(CONCURRENT_MEMBERS)
+
+    async def one(item: T) -> R:
+        async with limit:
+            return await work(item)
+
+    return list(await asyncio.gather(*(one(item) for item in items)))
 
 
 Compose = Callable[[str, Sequence[tuple[str, str]]], Awaitable[str]]
@@ -218,15 +356,15 @@ class SlackBot:
         if not question:
             await self._private(channel, user, thread_ts, HELP)
             return
-        asker = await self._directory.user_of(user)
+        asker = await self._directory.user_of(user)  # a raw directory name: an id only through ids.user_name
         if asker is None:
             await self._private(channel, user, thread_ts, NO_USER)
             return
         task = _task(team, channel, user)
-        await grants.grant(self._grants, asker, self._settings.agent, task, self._ttl)
-        principal = Principal(user=asker, agent=self._settings.agent, task=task)
+        principal = Principal(user=ids.user_name(asker), agent=self._settings.agent, task=task)
+        await grants.grant(self._grants, principal.user, self._settings.agent, task, self._ttl)
         try:
-            hits = await self._search(principal, question)
+            hits = await self._search(principal, asker, question)
         except ToolError as exc:
             await self._private(channel, user, thread_ts, f"Wayfinder could not answer: {_escape(str(exc))}")
             return
@@ -234,13 +372,13 @@ class SlackBot:
             await self._private(channel, user, thread_ts, NOTHING.format(question=_escape(question)))
             return
         message = await self._message(question, hits)
-        if await self._audience.all_may_see(channel, [hit.id for hit in hits], bot_user):
+        if await self._audience.all_may_see(channel, _shown(message, hits), bot_user, asker=user):
             await self._slack.chat_postMessage(channel=channel, text=message, thread_ts=thread_ts, unfurl_links=False, unfurl_media=False)
         else:
             await self._private(channel, user, thread_ts, f"{message}\n\n{PRIVATE}")
 
-    async def _search(self, principal: Principal, question: str) -> list[Hit]:
-        async with Client(self._mcp_url, auth=self._signer.token(principal)) as client:
+    async def _search(self, principal: Principal, subject: str, question: str) -> list[Hit]:
+        async with Client(self._mcp_url, auth=self._signer.token(principal, subject)) as client:
             result = await client.call_tool("search", {"query": question, "top_k": self._settings.results})
         found = result.structured_content or {}
         return [Hit(h["id"], h["title"], h["url"], h.get("snippet", "")) for h in found.get("hits", [])]
@@ -272,6 +410,18 @@ def _task(team: str, channel: str, user: str) -> str:
     except InvalidArgument as exc:
         raise InvalidArgument(f"Slack sent ids that make no task id: {exc}") from exc
     return task
+
+
+def _shown(message: str, hits: Sequence[Hit]) -> list[str] | None:
+    """Typed ids of every object ``message`` shows: the hits, whose source links the bot wrote,
+    and every object the rest of its text names (a link in a snippet or in the composed text).
+    None when the text points into Confluence or Jira without an id: what it shows is not known."""
+    own = {f"<{_link(hit.url)}|" for hit in hits}
+    rest = _LINK_OPENING.sub(lambda m: " " if m[0] in own else m[0], message)
+    named = references(rest)
+    if UNRESOLVED in named:
+        return None
+    return sorted({hit.id for hit in hits} | named)
 
 
 def _escape(text: str) -> str:

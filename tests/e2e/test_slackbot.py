@@ -24,7 +24,7 @@ from authz.client import OpenFGAClient
 from authz.fake import FakeAuthorizer
 from authz.grants import list_grants
 from core.models import Principal
-from core.settings import GeminiSettings, JiraSettings, MCPSettings, OAuthSettings, Settings, SlackSettings
+from core.settings import AgentIssuer, GeminiSettings, JiraSettings, MCPSettings, OAuthSettings, Settings, SlackSettings
 from devstack.atlassian.hive import SYNC_LOGIN, TOKENS
 from devstack.atlassian.runner import serving_app
 from devstack.fake_gemini import FakeGemini
@@ -95,7 +95,8 @@ async def harness(indexed, services: Settings, hive_slice: HiveSlice):
         "CWITHAPP": [ALICE, APP, BOT_USER],
         "DALICE": [ALICE, BOT_USER],
     }
-    oauth = OAuthSettings(issuer=ISSUER, public_key=KEY.as_pem(private=False).decode())
+    bot = AgentIssuer(issuer=ISSUER, agent="slack-bot", public_key=KEY.as_pem(private=False).decode())
+    oauth = OAuthSettings(agent_issuers=[bot])  # the bot's key, trusted for its agent alone
     server = create_server(
         partial(open_services, services), http_identity, auth=http_auth(MCPSettings(host=HOST, port=MCP_PORT, oauth=oauth)),
         observe=lambda *_: None,
@@ -220,7 +221,7 @@ async def test_a_token_for_a_conversation_without_a_grant_reads_nothing(harness:
     slack = harness.settings.slack
     signer = TokenSigner(slack, slack.mcp_url or "")
     principal = Principal(user="alice", agent=slack.agent, task="slack-never-asked-here")
-    async with Client(slack.mcp_url or "", auth=signer.token(principal)) as client:
+    async with Client(slack.mcp_url or "", auth=signer.token(principal, "alice")) as client:
         with pytest.raises(ToolError, match="unauthenticated"):
             await client.call_tool("search", {"query": DESIGN_QUESTION})
 

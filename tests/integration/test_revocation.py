@@ -28,8 +28,12 @@ from pipeline.raw_store import RawStore
 from pipeline.sources.confluence_rest import ConfluenceRestSource
 from pipeline.sources.jira_rest import JiraRestSource
 from pipeline.sync import SyncReport, run_sync
+from retrievers.fake_index import FakeSemanticIndex
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = pytest.mark.timeout(600)
+# The semantic index these syncs keep: a stand-in, since what is tested is who may see what (and
+# that content is kept or purged), not retrieval; LightRAG's own sync is tested elsewhere.
+INDEX = FakeSemanticIndex()
 
 SYNC = "sync-bot"
 JOHN = "john smith"  # a Data Center username with a space: an id only through ids.user_name
@@ -97,7 +101,7 @@ async def sync(settings: Settings) -> SyncReport:
     source = ConfluenceRestSource(settings.confluence, settings.confluence.url or "")
     jira = JiraRestSource(settings.jira, settings.jira.url or "")
     async with RawStore.for_settings(settings) as store:
-        return await run_sync(settings, source, store, Console(quiet=True), jira=jira)
+        return await run_sync(settings, source, store, Console(quiet=True), jira=jira, open_index=lambda _settings, _usage: INDEX)
 
 
 async def visible(settings: Settings, user: str, *objects: str) -> set[str]:
@@ -147,9 +151,11 @@ async def test_a_restriction_that_hides_most_of_a_space_from_the_sync_account_hi
     assert all(kept[p].vanished and kept[p].markdown for p in LOCKED_PAGES)  # content kept until a purge is allowed
     async with Neo4jStore(settings.neo4j) as store:
         assert set(pages(*LOCKED_PAGES)) <= set((await store.summaries(pages(*LOCKED_PAGES))))
+    assert set(pages(*LOCKED_PAGES)) <= set(INDEX.docs)
 
     purge = settings.model_copy(update={"confluence": settings.confluence.model_copy(update={"max_deleted_share": 1.0})})
     report = await sync(purge)  # the operator allows the purge for one run
     assert sorted(report.deleted) == sorted(LOCKED_PAGES) and report.vanished == []
     async with RawStore.for_settings(settings) as store:
         assert {p.page_id for p in await store.pages("ENG")} == set(OPEN_PAGES)
+    assert not set(pages(*LOCKED_PAGES)) & set(INDEX.docs)

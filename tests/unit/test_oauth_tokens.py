@@ -15,7 +15,7 @@ from fastmcp.server.auth import RemoteAuthProvider
 
 from core.errors import ConfigurationError
 from core.models import Principal
-from core.settings import MCPSettings, OAuthSettings
+from core.settings import AgentIssuer, MCPSettings, OAuthSettings
 from mcp_app.auth import OAuthTokens, StaticTokens, http_auth
 from mcp_app.server import create_server
 from tests import tokens
@@ -101,3 +101,38 @@ def test_without_an_issuer_the_static_development_tokens_are_used() -> None:
     assert isinstance(provider, RemoteAuthProvider)
     assert [str(server) for server in provider.authorization_servers] == [ISSUER]
     assert provider.token_verifier.audience == "http://127.0.0.1:18765/mcp"  # bound to this server by default
+
+
+BOT = "https://slackbot.example.com/"
+
+
+def with_agent_issuer(**oauth: Any) -> Any:
+    """A server trusting the company's provider (KEY) and the Slack bot's own key (OTHER_KEY)."""
+    agent = AgentIssuer(issuer=BOT, agent="slack-bot", public_key=OTHER_KEY.as_pem(private=False).decode())
+    return http_auth(MCPSettings(oauth=OAuthSettings(audience=AUDIENCE, agent_issuers=[agent], **oauth))).token_verifier
+
+
+async def test_an_agents_key_signs_only_tokens_that_act_for_a_user_as_that_agent() -> None:
+    """Issue 47: the bot's key must not mint a token that reads as a user alone (no ``act``), nor
+    as another agent; with a task and its own agent id, its tokens still need a live grant."""
+    verifier = with_agent_issuer(issuer=ISSUER, public_key=KEY.as_pem(private=False).decode())
+    bot = partial(mint, key=OTHER_KEY, iss=BOT)
+    accepted = await verifier.verify_token(bot(act={"sub": "slack-bot"}, task="slack-T-C-U"))
+    assert accepted is not None and accepted.client_id == "agent:slack-bot"
+    for why, token in [
+        ("no act: the user alone", bot()),
+        ("another agent", bot(act={"sub": "digest-bot"}, task="t")),
+        ("no task", bot(act={"sub": "slack-bot"})),
+        ("the provider's key under the bot's name", mint(iss=BOT, act={"sub": "slack-bot"}, task="t")),
+        ("the bot's key under the provider's name", mint(key=OTHER_KEY, act={"sub": "slack-bot"}, task="t")),
+    ]:
+        assert await verifier.verify_token(token) is None, why
+    assert (await verifier.verify_token(mint())).subject == "alice"  # the provider's own tokens, beside the bot's
+
+
+async def test_an_agent_issuer_alone_accepts_nothing_but_its_agents_tokens() -> None:
+    verifier = with_agent_issuer()
+    assert await verifier.verify_token(mint()) is None  # no provider configured: its tokens are strangers
+    assert await verifier.verify_token(mint(key=OTHER_KEY, iss=BOT, act={"sub": "slack-bot"}, task="t")) is not None
+    with pytest.raises(ConfigurationError, match="trusted once"):
+        with_agent_issuer(issuer=BOT, public_key=KEY.as_pem(private=False).decode())

@@ -6,6 +6,7 @@ import jwt
 import pytest
 from pydantic import SecretStr
 
+from core import ids
 from core.errors import ConfigurationError, InvalidArgument
 from core.models import Principal
 from core.settings import Settings, SlackSettings
@@ -18,7 +19,7 @@ AUDIENCE = "https://wayfinder.example.com/mcp"
 
 def test_a_token_names_the_user_the_bot_and_the_conversation_and_expires_soon() -> None:
     settings = SlackSettings(token_private_key=SecretStr(KEY.as_pem(private=True).decode()), token_issuer="bot-issuer")
-    token = TokenSigner(settings, AUDIENCE).token(Principal(user="alice", agent="slack-bot", task="slack-T1-C1-U1"))
+    token = TokenSigner(settings, AUDIENCE).token(Principal(user="alice", agent="slack-bot", task="slack-T1-C1-U1"), "alice")
     claims = jwt.decode(token, KEY.as_pem(private=False), algorithms=["RS256"], audience=AUDIENCE, issuer="bot-issuer")
     assert (claims["sub"], claims["act"], claims["task"]) == ("alice", {"sub": "slack-bot"}, "slack-T1-C1-U1")
     assert claims["exp"] - claims["iat"] == settings.token_lifetime_s
@@ -59,3 +60,15 @@ def test_a_conversation_task_is_one_users_and_ids_that_make_none_are_refused() -
 def test_an_event_is_seen_once_and_the_memory_is_bounded() -> None:
     once = _Once(2)
     assert [once.again(e) for e in ("a", "a", "b", "c", "a", None, None)] == [False, True, False, False, False, False, False]
+
+
+def test_a_token_names_its_user_by_the_raw_name_the_server_maps_to_the_principal() -> None:
+    """DESIGN.md A14: the server maps every token's ``sub`` through ids.user_name, so the bot signs
+    the directory's raw name, never the id (which the server would map again)."""
+    settings = SlackSettings(token_private_key=SecretStr(KEY.as_pem(private=True).decode()), token_issuer="bot-issuer")
+    john = Principal(user=ids.user_name("john smith"), agent="slack-bot", task="slack-T1-C1-U1")
+    token = TokenSigner(settings, AUDIENCE).token(john, "john smith")
+    claims = jwt.decode(token, KEY.as_pem(private=False), algorithms=["RS256"], audience=AUDIENCE, issuer="bot-issuer")
+    assert claims["sub"] == "john smith" and ids.user_name(claims["sub"]) == john.user
+    with pytest.raises(ValueError, match="subject"):
+        TokenSigner(settings, AUDIENCE).token(john, john.user)
