@@ -293,6 +293,11 @@ WHERE NOT i.id IN $keep
 DETACH DELETE i
 """
 
+IMAGE_PAGE = """
+MATCH (i:Image {id: $id})
+RETURN i.page_id AS page_id
+"""
+
 IMAGE = """
 MATCH (i:Image {id: $id})
 RETURN i.id AS id, i.page_id AS page_id, i.filename AS filename, i.media_type AS media_type,

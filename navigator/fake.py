@@ -123,6 +123,10 @@ class FakeNavigatorStore:
         self._images = {key: image for key, image in self._images.items() if not in_space(image)}
         self._images.update((image.id, image) for image in images if in_space(image))
 
+    async def image_page(self, image_id: str) -> str | None:
+        image = self._images.get(image_id)
+        return f"page:{image.page_id}" if image is not None else None
+
     async def image(self, image_id: str) -> Image | None:
         return self._images.get(image_id)
 

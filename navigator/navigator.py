@@ -1,4 +1,11 @@
-"""Authorized traversal of the trees: every node returned has passed the gate in this request."""
+"""Authorized traversal of the trees: every node returned has passed the gate in this request.
+
+**Decide first, read after.** A tool given one node's id asks the gate about that node alone,
+in a batch of its own, before it reads anything the node holds (its text, its ancestors, its
+links, an image's bytes): a hidden id and a missing one then get the same answer *and the same
+work* — one check, no read that depends on what the node holds — so neither the reply nor its
+timing tells them apart (DESIGN.md A6). What a visible node's answer needs (its space, ancestors
+and link targets) is authorized in the next batch."""
 
 from __future__ import annotations
 
@@ -164,13 +171,14 @@ class Navigator:
         if section is not None and (not isinstance(section, str) or not 0 < len(section) <= MAX_SECTION_CHARS):
             raise InvalidArgument(f"section must be a heading slug of 1 to {MAX_SECTION_CHARS} characters")
 
-        # Read first, then authorize the page, its space, its ancestors and every link target in
-        # one batch; the text is used only if the page and its space are visible.
+        await gate.require(page_id)  # decided before anything it holds is read
+        # Then its space, its ancestors and every link target in one batch; the text is used only
+        # if the page and its space are visible.
         page = await self._store.page(page_id)
         summaries = await self._store.summaries([page_id]) if page is not None else {}
-        also = links.references_in([page.markdown]) if page is not None else [page_id]
+        also = links.references_in([page.markdown]) if page is not None else []
         summary = (await policy.visible_pages(gate, summaries, also=also)).get(page_id)
-        if page is None or summary is None:  # hidden, missing, its space hidden, or moved meanwhile
+        if page is None or summary is None:  # deleted, its space hidden, or moved meanwhile
             raise NotFound(page_id)
         # Links to pages the caller cannot see lose their targets (A11), in the text and in the
         # outline. Sections and slugs come from the stored text, where no reference shapes a slug.
@@ -200,8 +208,14 @@ class Navigator:
         kind, _ = ids.parse(image_id)
         if kind != "image":
             raise InvalidArgument(f"fetch_image takes an image id such as 'image:att27362100', got {image_id!r}")
+        # Decided on its page (one check) before its bytes are read. A missing image is asked
+        # about a page of its number: Confluence numbers pages and attachments from one sequence,
+        # so no page has an attachment's number, and the question is shaped as a hidden one's.
+        page_id = await self._store.image_page(image_id) or f"page:{image_id.removeprefix('image:att')}"
+        if page_id not in await gate.visible([page_id]):
+            raise NotFound(image_id)
         image = await self._store.image(image_id)
-        summaries = await self._store.summaries([f"page:{image.page_id}"]) if image is not None else {}
+        summaries = await self._store.summaries([page_id]) if image is not None else {}
         if image is None or not await policy.visible_pages(gate, summaries):
             raise NotFound(image_id)
         return ImageView(image.id, f"page:{image.page_id}", image.filename, image.media_type, image.alt_text, image.data)
@@ -216,8 +230,9 @@ class Navigator:
             return []
         if kind not in NODES:
             raise InvalidArgument(f"get_ancestors takes a page, issue, space or project id, got {node_id!r}")
+        await gate.require(node_id)  # decided before its ancestors are read
         summaries = await self._store.summaries([node_id])
-        summary = (await policy.visible_pages(gate, summaries, also=[] if summaries else [node_id])).get(node_id)
+        summary = (await policy.visible_pages(gate, summaries)).get(node_id)
         if summary is None:
             raise NotFound(node_id)
         whole = summaries[node_id].ancestors
@@ -351,10 +366,11 @@ class Navigator:
         if kinds is not None and (not kinds or not set(kinds) <= set(NODES)):
             raise InvalidArgument(f"kinds takes one or both of {list(NODES)}, got {kinds!r}")
         relations = [relation for relation, reached in RELATIONS[kind].items() if kinds is None or reached in kinds]
+        await gate.require(node_id)  # decided before its links are read
         rows = [(relation, node) for relation, node in await self._store.related(node_id, RELATED_ROWS) if relation in relations]
         summaries = await self._store.summaries([node_id])
         others = [obj for _, node in rows for obj in (node.id, node.space_id)]
-        if node_id not in await policy.pages_in_visible_spaces(gate, summaries, also=others if summaries else [node_id]):
+        if node_id not in await policy.pages_in_visible_spaces(gate, summaries, also=others):
             raise NotFound(node_id)
         shown = await gate.visible(others)
         found: dict[str, list[ChildPage]] = {relation: [] for relation in relations}

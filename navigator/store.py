@@ -200,6 +200,10 @@ class Neo4jStore:
         await self._write_batches(cypher.MERGE_IMAGES, "images", rows, IMAGE_BATCH)
         await self._write(cypher.PRUNE_IMAGES, space_id=space.id, keep=[image.id for image in images])
 
+    async def image_page(self, image_id: str) -> str | None:
+        rows = await self._read(cypher.IMAGE_PAGE, id=image_id)
+        return f"page:{rows[0]['page_id']}" if rows else None
+
     async def image(self, image_id: str) -> Image | None:
         rows = await self._read(cypher.IMAGE, id=image_id)
         if not rows:

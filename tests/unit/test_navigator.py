@@ -4,7 +4,7 @@ from authz.base import Check
 from authz.fake import FakeAuthorizer
 from authz.gate import Gate
 from core.errors import InvalidArgument, NotFound
-from core.models import Page, Principal, Project, Space
+from core.models import Image, Page, Principal, Project, Space
 from navigator.fake import FakeNavigatorStore
 from core.text import estimate_tokens
 from navigator.navigator import Navigator
@@ -154,8 +154,9 @@ async def test_navigation_takes_one_round_trip_to_the_authorizer():
     assert len(gate.authorizer.calls) == 1 and [c.object for c in gate.authorizer.calls[0]][:2] == ["page:1", "page:3"]
     nav, gate = await navigator_for("space:S", "page:1", "page:3", "page:6")
     await nav.read_page(gate, "page:6")
-    assert len(gate.authorizer.calls) == 1  # the page, its space, its ancestors and link targets
-    assert {"page:6", "space:S"} <= {c.object for c in gate.authorizer.calls[0]}
+    # the page alone first (decided before its text is read), then its space, ancestors and link targets
+    assert [[c.object for c in call] for call in gate.authorizer.calls][0] == ["page:6"] and len(gate.authorizer.calls) == 2
+    assert {"space:S", "page:1", "page:3"} <= {c.object for c in gate.authorizer.calls[1]}
 
 
 async def test_a_missing_page_is_asked_about_like_a_hidden_one():
@@ -163,6 +164,51 @@ async def test_a_missing_page_is_asked_about_like_a_hidden_one():
     with pytest.raises(NotFound):
         await nav.read_page(gate, "page:999")
     assert [r.object for r in gate.records] == ["page:999"]
+
+
+class CountingStore:
+    """A store that counts the reads made through it."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner, self.reads = inner, []
+
+    def __getattr__(self, name: str):
+        method = getattr(self.inner, name)
+
+        async def counted(*args, **kwargs):
+            self.reads.append(name)
+            return await method(*args, **kwargs)
+
+        return counted
+
+
+@pytest.mark.parametrize(
+    ("tool", "hidden", "missing"),
+    [
+        ("read_page", "page:6", "page:999"),
+        ("get_ancestors", "page:6", "page:999"),
+        ("related", "page:6", "page:999"),
+        ("read_image", "image:att900", "image:att999"),
+    ],
+)
+async def test_a_hidden_id_and_a_missing_one_cost_the_same_reads_and_checks(tool, hidden, missing):
+    """Issue 47 item 6 (DESIGN.md A6): before not_found, a hidden id gets exactly the work a missing
+    one does — the same store reads and the same one-check batch — whatever the hidden node holds
+    (its text, links, ancestors, an image's bytes)."""
+    linking = page("6", "3", 0, "See [intro](page:1) and page:2.\n").model_copy(update={"links": ("1", "2")})
+    image = Image(attachment_id="att900", page_id="6", filename="f.png", media_type="image/png", alt_text="a", sha256="0", data=b"x" * 4096)
+    work = {}
+    for wanted in (hidden, missing):
+        store = FakeNavigatorStore()
+        await store.sync_space(SPACE, [*PAGES[:-1], linking])
+        await store.sync_images(SPACE, [image])
+        counting = CountingStore(store)
+        nav, gate = Navigator(counting), Gate(FakeAuthorizer([Check("user:bob", "viewer", "space:S")]), Principal(user="bob"))
+        args = (5,) if tool == "related" else ()
+        with pytest.raises(NotFound) as refused:
+            await getattr(nav, tool)(gate, wanted, *args)
+        work[wanted] = (counting.reads, [[c.object.split(":")[0] for c in call] for call in gate.authorizer.calls], str(refused.value).replace(wanted, "X"))
+    assert work[hidden] == work[missing]
 
 
 async def test_an_unavailable_authorizer_shows_nothing_read():
