@@ -1142,15 +1142,17 @@ class LightRAGIndex:
 
     async def entity_named(self, name: str, within: Set[str] | None = None) -> GraphHit | None:
         rag = self._require_open()
-        found = await self._entities([name]) if await _nodes(rag.chunk_entity_relation_graph, [name]) else []
-        if not found:
-            # Names differ in case from page to page ("metastore", "Metastore"): the entities whose
-            # names are nearest by vector, one of which should be it.
-            vector = (await self._embedder.embed([name], query=True))[0]
-            rows = await self._nearest(rag.entities_vdb, name, CASE_CANDIDATES, vector, _entity_vdb_id, within)
-            same = sorted(row["entity_name"] for row in rows if row["entity_name"].casefold() == name.casefold())
-            found = await self._entities(same[:1])
-        hit = found[0] if found else None
+        exact = await _nodes(rag.chunk_entity_relation_graph, [name])
+        # Names differ in case from page to page ("metastore", "Metastore"): the entities whose
+        # names are nearest by vector, one of which should be it. They are looked up, and one
+        # entity is read, whether or not the name is found as it is, so a name only pages outside
+        # ``within`` hold costs what a name found nowhere does (DESIGN.md A6).
+        vector = (await self._embedder.embed([name], query=True))[0]
+        rows = await self._nearest(rag.entities_vdb, name, CASE_CANDIDATES, vector, _entity_vdb_id, within)
+        same = sorted(row["entity_name"] for row in rows if row["entity_name"].casefold() == name.casefold())
+        chosen = name if exact else same[0] if same else None
+        found = await self._entities([chosen or name])
+        hit = found[0] if found and chosen is not None else None
         return hit if hit is not None and (within is None or hit.doc_ids <= within) else None
 
     async def neighbourhood(self, names: Sequence[str], within: Set[str] | None = None) -> Neighbourhood:

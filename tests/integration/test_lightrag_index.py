@@ -171,6 +171,32 @@ async def test_a_copy_is_indexed_and_within_narrows_every_channel(opener: Opener
     assert all(hit.partial == (hit.doc_ids != full.doc_ids) for hit in graph for full in [*everything.entities, *everything.relations] if full.name == hit.name)
 
 
+async def test_a_name_only_hidden_pages_hold_costs_what_a_name_found_nowhere_does(opener: Opener, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 47 item 6 (DESIGN.md A6): explore's first lookup takes the same steps for an entity
+    the caller's documents do not support and for a name no document holds, so neither its answer
+    nor its time tells them apart."""
+    async with opener("a") as index:
+        await index.upsert(DOCS)
+        within = frozenset({"page:3"})
+        assert (await index.entity_named("HiveServer2")) is not None  # held, but only by page:1 and page:2
+        steps: list[str] = []
+        for method in ("embed",):
+            original = getattr(index._embedder, method)
+            monkeypatch.setattr(index._embedder, method, lambda *a, _o=original, **k: (steps.append(method), _o(*a, **k))[1])
+        for step in ("_nearest", "_entities"):
+            original = getattr(index, step)
+
+            async def counted(*a: Any, _o: Any = original, _s: str = step, **k: Any) -> Any:
+                steps.append(_s)
+                return await _o(*a, **k)
+
+            monkeypatch.setattr(index, step, counted)
+        assert await index.entity_named("HiveServer2", within) is None
+        hidden, steps[:] = list(steps), []
+        assert await index.entity_named("Nosuchentity Anywhere", within) is None
+        assert hidden == steps == ["embed", "_nearest", "_entities"]
+
+
 def _ranked(hits: list[Any]) -> list[tuple[str, float]]:
     return [(getattr(hit, "chunk_id", None) or hit.name, round(hit.score, 5)) for hit in hits]
 
