@@ -181,13 +181,14 @@ def serve(transport: Transport = Transport.http) -> None:
             metrics.serve(telemetry.metrics_host, telemetry.metrics_port)
         if transport is Transport.stdio:
             server = create_server(
-                services, fixed_identity(settings.mcp.stdio_principal), observe=receipts, limits=settings.mcp.limits, metrics=metrics
+                services, fixed_identity(settings.mcp.stdio_principal), observe=receipts, limits=settings.mcp.limits, metrics=metrics,
+                not_found_floor_s=settings.mcp.not_found_floor_s,
             )
             server.run(transport="stdio", show_banner=False)
         else:
             server = create_server(
                 services, http_identity, observe=receipts, auth=http_auth(settings.mcp), limits=settings.mcp.limits,
-                tool_scopes=settings.mcp.oauth.tool_scopes, metrics=metrics,
+                tool_scopes=settings.mcp.oauth.tool_scopes, metrics=metrics, not_found_floor_s=settings.mcp.not_found_floor_s,
             )
             server.run(
                 transport="http",

@@ -239,6 +239,12 @@ class MCPSettings(BaseModel):
     )
     oauth: OAuthSettings = Field(default_factory=OAuthSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
+    not_found_floor_s: float = Field(
+        0.05, ge=0, le=5,
+        description="Least time a `not_found` answer takes from the start of its call. A hidden id and a missing one cost "
+        "the same reads and checks, but OpenFGA may take a little longer to deny an object that exists: the floor keeps "
+        "that from telling them apart.",
+    )
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     search_candidates: int = Field(
         60,

@@ -42,11 +42,11 @@ from rich.table import Table
 
 from authz.client import OpenFGAClient
 from core.settings import Settings
-from devstack.atlassian.hive import account_id, seed_hive
+from devstack.atlassian.hive import account_id
 from devstack.atlassian.site import Site, User
 from devstack.atlassian.view import site_view
 from devstack.demo import resident_mib, start_server, wait_for_port
-from devstack.leaks import StackEnvironment, plant_canaries, synced_suite_stack
+from devstack.leaks import JIRA_OBJECTS, StackEnvironment, suite_site, synced_suite_stack
 from devstack.reports import percentiles, write_report
 from evals.leaks.canaries import Canary
 from evals.leaks.oracle import Oracle
@@ -109,14 +109,13 @@ class Load:
 
 
 async def run_bench_mcp(settings: Settings, console: Console, *, clients: int = CLIENTS, duration_s: float = DURATION_S) -> dict[str, Any]:
-    site = Site()
-    await seed_hive(site, settings.corpus_dir)
-    canaries = plant_canaries(site, ["HIVE"])
+    site, _, canaries = await suite_site(settings)  # the leak suite's site, so the two share an index
     users = [*NAMED_USERS, *add_load_users(site, max(0, clients - len(NAMED_USERS)))][:clients]
     view = site_view(site, ["HIVE"])
-    async with synced_suite_stack(settings, site, console) as own:
+    async with synced_suite_stack(settings, site, console) as (own, _):
         async with OpenFGAClient(own.openfga, provision=True) as store:  # the oracle's word, as the leak suite writes it
-            await StackEnvironment(own, store, list(view.spaces), list(view.pages)).apply(view.permissions)
+            kept = frozenset(t for t in await store.read_tuples() if t.object.startswith(JIRA_OBJECTS))
+            await StackEnvironment(own, store, list(view.spaces), list(view.pages), kept).apply(view.permissions)
         oracle = Oracle.of(view.spaces, view.pages, view.permissions)
         async with semantic_index(own, queries_only=True) as index:  # read before the server opens it
             evidence = await index.graph_evidence()

@@ -7,6 +7,7 @@ import base64
 import dataclasses
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from authz.base import Authorizer
 from authz.client import OpenFGAClient
 from authz.gate import DEFAULT_DEADLINE_S, Gate
 from authz.prefilter import ACL_FILE, AclFile
-from core.errors import ConfigurationError
+from core.errors import ConfigurationError, NotFound
 from core.memory import freeze_loaded
 from core.models import Principal
 from core.settings import LimitSettings, MCPSettings, Settings
@@ -109,12 +110,14 @@ def create_server(
     limits: LimitSettings | None = None,
     tool_scopes: Mapping[str, Sequence[str]] | None = None,
     metrics: Metrics | None = None,
+    not_found_floor_s: float = MCPSettings.model_fields["not_found_floor_s"].default,
 ) -> FastMCP:
     """Build the server. ``observe`` sees each finished request's gate: :func:`audit_receipts` in
     production, a recorder in tests. ``limits``: per-principal rate, concurrency and deadline
     (``wayfinder serve`` and the demo; tests and benchmarks that measure the tools leave them off).
     ``tool_scopes``: tool → OAuth scopes a token needs to see and call it. ``metrics``: each call
-    measured (latency, outcome, checks, tokens) for the Prometheus endpoint."""
+    measured (latency, outcome, checks, tokens) for the Prometheus endpoint. ``not_found_floor_s``:
+    the least time a ``not_found`` answer takes (``WAYFINDER_MCP__NOT_FOUND_FLOOR_S``)."""
 
     @asynccontextmanager
     async def lifespan(_: FastMCP) -> AsyncIterator[Services]:
@@ -170,6 +173,7 @@ def create_server(
             raise to_tool_error(exc) from None
         note_gate(gate)
         result: dict[str, Any] = {}
+        started = time.monotonic()
         try:
             yield opened, gate, result
         except asyncio.CancelledError:  # stopped at its deadline, or its client went away
@@ -177,6 +181,8 @@ def create_server(
             raise
         except Exception as exc:
             observe(tool, gate, {"error": type(exc).__name__})
+            if isinstance(exc, NotFound):  # hidden and missing: the same answer, after the same time
+                await asyncio.sleep(max(0.0, not_found_floor_s - (time.monotonic() - started)))
             raise to_tool_error(exc) from None  # mapped here, so expected answers log no traceback
         observe(tool, gate, result)
 

@@ -318,13 +318,13 @@ class Navigator:
             raise InvalidArgument(f"path {path.strip()[:80]!r} has an empty title; separate titles with one '/'")
         issue_key = raw[-1].upper() if ids.ISSUE_KEY.fullmatch(raw[-1].upper()) else None
         containers = await self._store.containers()
-        summaries = await self._store.summaries(await self._store.titled(segments[-1], PATH_ROWS, issue_key))
-        # Every container and every node with the last title, in one batch, before any of them is
-        # used: what is read does not depend on what the first title names, so a hidden space key
-        # reads as a title, as an absent one does (A6), and the authorizer is asked once whether
-        # or not anything has the title.
-        shown = await policy.visible_pages(gate, summaries, also=[c.id for c in containers])
-        visible = await gate.visible(c.id for c in containers)  # answered by the batch above
+        titled = await self._store.titled(segments[-1], PATH_ROWS, issue_key)
+        # Every container and every node with the last title, in one batch, before anything else
+        # about them is read: what is read does not depend on what the first title names, so a
+        # hidden space key reads as a title, as an absent one does, and a title only hidden nodes
+        # carry costs what a title nobody uses does (A6).
+        visible = await gate.visible([*(c.id for c in containers), *titled])
+        shown = await policy.visible_pages(gate, await self._store.summaries([node for node in titled if node in visible]))
         # A space and a project may share a key.
         named = [c for c in containers if c.id in visible and c.key.casefold() == segments[0]]
         if named:

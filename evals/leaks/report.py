@@ -5,13 +5,35 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, Protocol
 
 from rich.console import Console
 from rich.table import Table
 
 Verdict = Literal["ok", "leak", "false_denial", "error"]
 MAX_EXAMPLES = 50
+
+
+class Answered(Protocol):
+    @property
+    def error(self) -> str | None: ...
+
+    @property
+    def data(self) -> dict[str, Any] | None: ...
+
+
+def access_verdict(expected_visible: bool, answer: Answered, obj: str, refusal: str) -> Verdict:
+    """A probe of one object: its own answer if visible, the expected refusal if not."""
+    if expected_visible:
+        return "ok" if answer.error is None and (answer.data or {}).get("id") == obj else "false_denial"
+    return refusal_verdict(answer, refusal)
+
+
+def refusal_verdict(answer: Answered, refusal: str) -> Verdict:
+    """A probe that must be refused: data is a leak, another error than the expected one an error."""
+    if answer.error is None:
+        return "leak"
+    return "ok" if answer.error.startswith(refusal) else "error"
 
 
 @dataclass
@@ -29,6 +51,7 @@ class Report:
     actors: list[str] = field(default_factory=list)
     pages: int = 0
     seconds: float = 0.0
+    timing: dict[str, dict[str, float]] = field(default_factory=dict)  # tool → p-value and medians, hidden vs missing
 
     def record(self, category: str, verdict: Verdict, what: str) -> None:
         tally = self.by_category.setdefault(category, Tally())
@@ -59,6 +82,7 @@ class Report:
             "actors": self.actors,
             "pages": self.pages,
             "seconds": round(self.seconds, 1),
+            "timing": self.timing,
             "failures": self.failures,
         }
 

@@ -10,7 +10,12 @@ Categories: ``fetch`` and ``list_children`` (every page, every actor), ``forbidd
 ``canary`` (hidden canary as the query equals a token found nowhere), ``entity_pivot`` (search and
 explore from entities that hidden pages support),
 ``session`` (one user's token on another's MCP session), ``revocation`` and ``openfga_down``
-(last: it stops the authorization engine).
+(last: it stops the authorization engine). :mod:`evals.leaks.fidelity` adds ``jira_issues``,
+``jira_comments``, ``link_forms``, ``identity``, ``timing``, ``slack_channels`` and
+``revocation_stall``, run where the target holds what they need (Jira, a planted link page, ...).
+
+Every answer is also read for references (:mod:`core.references`: typed ids, Confluence and Jira
+URLs, tiny links): one to a page or issue the actor may not see is a leak too.
 """
 
 from __future__ import annotations
@@ -32,8 +37,9 @@ from authz.base import TupleStore
 from core.models import Permissions, Principal
 from core.references import references
 from evals.leaks.canaries import Canary
+from evals.leaks.fidelity import FidelityProbes, JiraTruth, LinkPlant, SlackAudience, Timed
 from evals.leaks.oracle import Oracle
-from evals.leaks.report import Report, Verdict
+from evals.leaks.report import Report, Verdict, access_verdict, refusal_verdict
 from retrievers.explore import MAX_START_EVIDENCE
 
 MISSING_PAGE = "page:99999999"
@@ -52,24 +58,43 @@ CATEGORIES = (
     "hidden_ids",
     "canary",
     "entity_pivot",
+    "jira_issues",
+    "jira_comments",
+    "link_forms",
+    "identity",
+    "slack_channels",
+    "timing",
     "session",
     "revocation",
+    "revocation_stall",
     "openfga_down",
 )
+# The categories a target must hold something for, and what (a field of Target).
+NEEDS = {
+    "jira_issues": "jira", "jira_comments": "jira", "link_forms": "links", "identity": "identity", "slack_channels": "slack",
+    "timing": "timed", "revocation_stall": "stall_root",
+}
 _NUMBER = re.compile(r"(?<![\d])\d{5,20}(?![\d])")
 
 
 @dataclass(frozen=True)
 class Actor:
-    """Someone the suite acts as. An agent's grant is made live, or left expired, by the suite."""
+    """Someone the suite acts as. An agent's grant is made live, or left expired, by the suite.
+    ``username`` is the name the site knows the user by, when it is not the principal's id (a name
+    with a space): tokens name the user by it, and the oracle answers for it."""
 
     name: str
     principal: Principal
     grant: Literal["none", "live", "expired"] = "none"
+    username: str | None = None
 
     @property
     def live(self) -> bool:
         return self.principal.agent is None or self.grant == "live"
+
+    @property
+    def login(self) -> str:
+        return self.username or self.principal.user
 
 
 ACTORS = (
@@ -97,6 +122,15 @@ class Environment(Protocol):
         """Stop OpenFGA (the last category)."""
         ...
 
+    async def lock_subtree(self, root: str) -> tuple[list[str], list[str]]:
+        """Restrict ``root`` at the source to nobody the suite acts as, the sync account left
+        out, and sync; (the pages hidden, the pages purged)."""
+        ...
+
+    async def unlock_subtree(self, root: str) -> None:
+        """Lift that restriction and sync."""
+        ...
+
 
 @dataclass(frozen=True)
 class Target:
@@ -106,6 +140,14 @@ class Target:
     canaries: Sequence[Canary] = ()
     evidence: dict[str, frozenset[str]] = field(default_factory=dict)  # entity or relation → supporting pages
     deadline_s: float = 3.0
+    jira: JiraTruth | None = None
+    links: LinkPlant | None = None
+    identity: Sequence[Actor] = ()  # users whose names collide with ids (their tokens are in ``tokens``)
+    slack: SlackAudience | None = None
+    timed: Timed | None = None
+    timing_actor: str = "bob"
+    timing_calls: int = 200  # per tool and kind of id
+    stall_root: str | None = None  # a page whose subtree revocation_stall takes from the sync account
 
 
 @dataclass(frozen=True)
@@ -132,10 +174,12 @@ async def call_tool(client: Client, tool: str, arguments: dict[str, Any]) -> Ans
 
 
 def exposed(answer: Answer, hidden: set[str], canaries: Sequence[Canary] = ()) -> list[str]:
-    """The numeric ids of ``hidden`` pages, and the canaries planted in them, anywhere in an answer."""
-    hidden_numbers = {p.removeprefix("page:") for p in hidden}
+    """The numeric ids of ``hidden`` pages, the canaries planted in them, and every reference (in
+    any spelling :mod:`core.references` reads) to a hidden page or issue, anywhere in an answer."""
+    hidden_numbers = {p.removeprefix("page:") for p in hidden if p.startswith("page:")}
     found = sorted(n for n in set(_NUMBER.findall(answer.raw)) if n in hidden_numbers)
     found += [c.phrase for c in canaries if c.page_id in hidden and c.phrase in answer.raw]
+    found += sorted(ref for ref in references(answer.raw) if ref in hidden and ref.removeprefix("page:") not in found)
     return found
 
 
@@ -156,20 +200,21 @@ def explored_beyond(answer: Answer, visible: Set[str], evidence: Mapping[str, Se
     return [item for item, claimed in shown if not set(claimed) <= visible or not evidence.get(item, {UNKNOWN}) <= visible]
 
 
-class LeakSuite:
+class LeakSuite(FidelityProbes):
     def __init__(self, target: Target, environment: Environment, actors: Sequence[Actor] = ACTORS) -> None:
         self.target = target
         self.env = environment
         self.actors = list(actors)
-        self.report = Report(actors=[a.name for a in self.actors], pages=len(target.oracle.pages))
+        self.report = Report(actors=[a.name for a in [*self.actors, *target.identity]], pages=len(target.oracle.pages))
         self._clients: dict[str, Client] = {}
         self._all_pages = {p.id for p in target.oracle.pages}
+        self._known = self._all_pages | set(target.jira.issues if target.jira else ())
         self._permissions = target.oracle.permissions
 
     # -- plumbing -------------------------------------------------------------------------------
 
     def visible(self, actor: Actor, oracle: Oracle | None = None) -> set[str]:
-        return (oracle or self.target.oracle).visible(actor.principal.user) if actor.live else set()
+        return (oracle or self.target.oracle).visible(actor.login) if actor.live else set()
 
     async def call(self, actor: Actor, tool: str, **arguments: Any) -> Answer:
         client = self._clients.get(actor.name)
@@ -186,23 +231,30 @@ class LeakSuite:
         return "not_found:" if actor.live else "unauthenticated:"
 
     def exposed(self, answer: Answer, visible: set[str]) -> list[str]:
-        return exposed(answer, self._all_pages - visible, self.target.canaries)
+        return exposed(answer, self._known - visible, self.target.canaries)
 
     def judge(self, category: str, actor: Actor, what: str, verdict: Verdict, answer: Answer | None = None) -> None:
         """Record a probe; a clean verdict still becomes a leak if the answer exposes anything."""
         if answer is not None and verdict != "leak":
-            exposed = self.exposed(answer, self.visible(actor))
+            exposed = self.exposed(answer, self.visible(actor) | self.visible_issues(actor))
             if exposed:
                 verdict, what = "leak", f"{what} exposed {exposed[:3]}"
         self.report.record(category, verdict, f"{actor.name}: {what}")
 
     # -- the run --------------------------------------------------------------------------------
 
-    async def run(self, categories: Iterable[str] = CATEGORIES) -> Report:
-        wanted = list(categories)
+    def categories(self) -> list[str]:
+        """Every category this target holds what it needs for."""
+        return [c for c in CATEGORIES if c not in NEEDS or getattr(self.target, NEEDS[c])]
+
+    async def run(self, categories: Iterable[str] | None = None) -> Report:
+        wanted = list(self.categories() if categories is None else categories)
         unknown = set(wanted) - set(CATEGORIES)
         if unknown:
             raise ValueError(f"unknown leak-suite categories: {sorted(unknown)}")
+        lacking = [c for c in wanted if c in NEEDS and not getattr(self.target, NEEDS[c])]
+        if lacking:
+            raise ValueError(f"the target holds nothing for the leak-suite categories {lacking}")
         started = time.monotonic()
         await self._prepare_grants()
         try:
@@ -236,7 +288,7 @@ class LeakSuite:
             visible = self.visible(actor)
             for page in sorted(self._all_pages | {MISSING_PAGE}):
                 answer = await self.call(actor, "fetch", id=page)
-                verdict = _access(page in visible, answer, page, self.refusal(actor))
+                verdict = access_verdict(page in visible, answer, page, self.refusal(actor))
                 self.judge("fetch", actor, f"fetch {page}", verdict, answer)
 
     async def probe_list_children(self) -> None:
@@ -247,7 +299,7 @@ class LeakSuite:
             for node in nodes:
                 returned, answer = await self._all_children(actor, node)
                 if node not in visible:
-                    verdict: Verdict = "leak" if returned else _refused(answer, self.refusal(actor))
+                    verdict: Verdict = "leak" if returned else refusal_verdict(answer, self.refusal(actor))
                 else:
                     expected = [c for c in oracle.children(node) if c in visible]
                     if answer.error:
@@ -406,7 +458,7 @@ class LeakSuite:
         await self.env.apply(changed)
         try:
             denied = await self.call(actor, "fetch", id=page)
-            self.judge("revocation", actor, f"{what}: fetch {page}", _refused(denied, "not_found:"), denied)
+            self.judge("revocation", actor, f"{what}: fetch {page}", refusal_verdict(denied, "not_found:"), denied)
         finally:
             await self.env.apply(self._permissions)
         restored = await self.call(actor, "fetch", id=page)
@@ -422,13 +474,13 @@ class LeakSuite:
         self.judge("revocation", live, f"short grant: fetch {page}", "false_denial" if before.error else "ok", before)
         await asyncio.sleep(max(0.0, (made.expires_at - datetime.now(UTC)).total_seconds()) + 0.3)
         expired = await self.call(EXPIRING, "fetch", id=page)
-        self.judge("revocation", EXPIRING, f"grant expired: fetch {page}", _refused(expired, "unauthenticated:"), expired)
+        self.judge("revocation", EXPIRING, f"grant expired: fetch {page}", refusal_verdict(expired, "unauthenticated:"), expired)
         await grants.grant(self.env.store, p.user, p.agent, p.task, GRANT_TTL)
         renewed = await self.call(live, "fetch", id=page)
         self.judge("revocation", live, f"grant renewed: fetch {page}", "false_denial" if renewed.error else "ok", renewed)
         await grants.revoke(self.env.store, p.user, p.agent, p.task)
         revoked = await self.call(EXPIRING, "fetch", id=page)
-        self.judge("revocation", EXPIRING, f"grant revoked: fetch {page}", _refused(revoked, "unauthenticated:"), revoked)
+        self.judge("revocation", EXPIRING, f"grant revoked: fetch {page}", refusal_verdict(revoked, "unauthenticated:"), revoked)
 
     def _restricted_for(self, actor: Actor) -> set[str]:
         """Pages hidden from ``actor`` inside spaces it may view: the ones restrictions hide."""
@@ -468,17 +520,6 @@ def _gist(answer: Answer) -> str:
     return str([h["id"] for h in data.get("hits", [])] + [g["name"] for g in data.get("entities", []) + data.get("relations", [])])
 
 
-def _access(expected_visible: bool, answer: Answer, page: str, refusal: str) -> Verdict:
-    if expected_visible:
-        return "ok" if answer.error is None and (answer.data or {}).get("id") == page else "false_denial"
-    return _refused(answer, refusal)
-
-
-def _refused(answer: Answer, refusal: str) -> Verdict:
-    """A probe that must be refused: data is a leak, another error than the expected one an error."""
-    if answer.error is None:
-        return "leak"
-    return "ok" if answer.error.startswith(refusal) else "error"
 
 
 async def _open_session(http: httpx.AsyncClient, url: str, token: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from contextlib import asynccontextmanager
 
 import jsonschema
@@ -75,6 +76,21 @@ async def test_hidden_and_missing_give_identical_errors():
                 await client.call_tool("fetch", {"id": page_id})
             errors.append(str(failure.value))
     assert errors[0] == errors[1] and errors[0].startswith("not_found:")
+
+
+async def test_a_not_found_answer_takes_the_floor_and_an_answer_does_not_wait() -> None:
+    """A hidden id costs OpenFGA a little more to deny than a missing one; the floor keeps that
+    time from telling them apart (issue 47 item 6)."""
+    client, _ = await make_client("space:S", "page:1", not_found_floor_s=1.0)
+    async with client:
+        for page_id in ("page:2", "page:404"):
+            started = time.monotonic()
+            with pytest.raises(ToolError, match="not_found"):
+                await client.call_tool("fetch", {"id": page_id})
+            assert time.monotonic() - started >= 1.0
+        started = time.monotonic()
+        await client.call_tool("fetch", {"id": "page:1"})
+        assert time.monotonic() - started < 1.0  # in memory, a visible page is read in milliseconds
 
 
 async def test_an_unknown_tool_is_an_invalid_argument_not_an_outage(caplog):
