@@ -49,7 +49,7 @@ def plant_identities(site: Site, space_key: str) -> str:
     for login in (JOHN, IMPOSTOR):
         site.add_user(User(account_id(login), login, login.title(), f"{login.replace(' ', '.')}@example.com", identity_token(login)))
     site.add_member("hive-users", account_id(JOHN))
-    leaves = sorted(p.id for p in site.pages.values() if p.space_key == space_key and not site.children(p.id) and _open(site, p.id))
+    leaves = sorted(p.id for p in site.pages.values() if p.space_key == space_key and not site.children(p.id) and is_open(site, p.id))
     johns = leaves[len(leaves) // 2]
     site.set_read_restrictions(johns, users={account_id(JOHN), account_id(SYNC_LOGIN)}, groups=set())
     return johns
@@ -91,7 +91,8 @@ def plant_hidden_image(site: Site, page_id: str) -> str:
     return f"image:{attachment.id}"
 
 
-def _open(site: Site, page_id: str) -> bool:
+def is_open(site: Site, page_id: str) -> bool:
+    """No restriction on the page or any of its ancestors."""
     page = site.pages[page_id]
     return not any(p.restricted for p in (page, *site.ancestors(page)))
 

@@ -154,7 +154,7 @@ def plant_fidelity(site: Site, space_key: str) -> Plants:
     """Identities, a page of links to hidden pages and issues, and an image on a restricted page.
     Needs the Jira project seeded."""
     johns = leak_plants.plant_identities(site, space_key)
-    open_pages = sorted(p.id for p in site.pages.values() if p.space_key == space_key and p.id != johns and leak_plants._open(site, p.id))
+    open_pages = sorted(p.id for p in site.pages.values() if p.space_key == space_key and p.id != johns and leak_plants.is_open(site, p.id))
     hidden_pages = [f"page:{p}" for p in (DESIGN_DOCS_PAGE, SINGLE_USER_PAGE) if p in site.pages]
     issues = [leak_plants.secured_issue(site), leak_plants.open_issue(site)]
     links = leak_plants.plant_links(site, open_pages[len(open_pages) // 3], hidden_pages, issues)
@@ -255,9 +255,9 @@ def _timed(oracle: Oracle, evidence: dict[str, frozenset[str]], plants: Plants, 
 def _largest_subtree(oracle: Oracle) -> str:
     """The top-level page with the most pages under it."""
     below: dict[str, int] = {}
+    parent_of = {p.page_id: p.parent_id for p in oracle.pages}
     for page in oracle.pages:
         node: str | None = page.page_id
-        parent_of = {p.page_id: p.parent_id for p in oracle.pages}
         while node is not None:
             below[node] = below.get(node, 0) + 1
             node = parent_of[node]
@@ -271,10 +271,11 @@ async def _resync(settings: Settings, max_share: float) -> SyncReport:
     own = settings.model_copy(update={"confluence": settings.confluence.model_copy(update={"max_deleted_share": max_share})})
     async with RawStore.for_settings(own) as store:
         source = ConfluenceRestSource(own.confluence, own.confluence.url or "")
-        return await run_sync(own, source, store, Console(quiet=True), jira=_jira_source(own), permissions_only=True)
+        return await run_sync(own, source, store, Console(quiet=True), jira=jira_source(own), permissions_only=True)
 
 
-def _jira_source(settings: Settings) -> JiraRestSource:
+def jira_source(settings: Settings) -> JiraRestSource:
+    """The emulated site's Jira, read as the sync account (Data Center, beside its Confluence)."""
     site = (settings.confluence.url or "").removesuffix("/confluence")
     jira = JiraSettings(url=f"{site}/jira", cloud=False, username=SYNC_LOGIN, token=SecretStr(TOKENS[SYNC_LOGIN]), page_size=100)
     return JiraRestSource(jira, jira.url or "")
@@ -291,7 +292,7 @@ async def synced_suite_stack(settings: Settings, site: Site, console: Console) -
             console.print(f"{status.name}: {status.detail}")
         try:
             async with RawStore.for_settings(own) as store:
-                jira = _jira_source(own) if site.jira.issues else None
+                jira = jira_source(own) if site.jira.issues else None
                 await run_sync(own, ConfluenceRestSource(own.confluence, own.confluence.url or ""), store, console, jira=jira)
             yield own, site_url
         finally:

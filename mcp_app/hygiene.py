@@ -29,6 +29,12 @@ def untrusted(answer: dict[str, Any]) -> dict[str, Any]:
     return {**answer, "notice": UNTRUSTED_NOTICE, "instruction_like_text": instruction_flags_in(answer)}
 
 
+def flagged(answer: dict[str, Any]) -> dict[str, Any]:
+    """An answer of titles, paths or alt text (the tree tools, fetch_image), with the quotes of
+    every instruction-like passage in them: a title is text a wiki author wrote too."""
+    return {**answer, "instruction_like_text": instruction_flags_in(answer)}
+
+
 def instruction_flags_in(answer: object) -> list[str]:
     """:func:`instruction_flags` of every text an answer holds, at any depth: snippets,
     descriptions, names, titles, breadcrumbs. Each text is read on its own, so no flag is made of

@@ -43,10 +43,10 @@ OUTPUT: dict[str, dict[str, Any]] = {
         outline=rows("slug", "title", "level", "tokens"), next_cursor=MAYBE_STRING,
     ),
     "list_spaces": answer(spaces=CONTAINERS, projects=CONTAINERS),
-    "list_children": answer(children=PAGES, next_cursor=MAYBE_STRING),
-    "get_ancestors": answer(ancestors=rows("id", "title")),
-    "get_tree": answer("truncated", root={"required": ["id", "title", "url", "child_count", "children"]}),
-    "resolve_path": answer(id=MAYBE_STRING, candidates=rows("id", "title", "url", "breadcrumb")),
+    "list_children": answer("instruction_like_text", children=PAGES, next_cursor=MAYBE_STRING),
+    "get_ancestors": answer("instruction_like_text", ancestors=rows("id", "title")),
+    "get_tree": answer("truncated", "instruction_like_text", root={"required": ["id", "title", "url", "child_count", "children"]}),
+    "resolve_path": answer("instruction_like_text", id=MAYBE_STRING, candidates=rows("id", "title", "url", "breadcrumb")),
     # Only the relations of the id's kind: a page's links_to, linked_from, mentions; an issue's
     # links_to, linked_from, mentioned_in.
     "related": {"type": "object", "additionalProperties": PAGES},
@@ -56,7 +56,7 @@ OUTPUT: dict[str, dict[str, Any]] = {
         entities=rows("name", "description", "evidence", "hops"),
         relations=rows("source", "target", "description", "evidence"),
     ),
-    "fetch_image": answer("id", "page_id", "filename", "media_type", "alt_text"),
+    "fetch_image": answer("id", "page_id", "filename", "media_type", "alt_text", "instruction_like_text"),
 }
 
 

@@ -32,7 +32,7 @@ from core.settings import LimitSettings, MCPSettings, Settings
 from core.telemetry import Metrics, response_tokens
 from mcp_app.auth import Identify
 from mcp_app.errors import ErrorMapping, to_tool_error
-from mcp_app.hygiene import untrusted
+from mcp_app.hygiene import flagged, untrusted
 from mcp_app.limits import BodyLimit, Limits
 from mcp_app.metrics import Measure, note_gate
 from mcp_app.schemas import OUTPUT, WayfinderTool
@@ -251,8 +251,8 @@ def create_server(
         """The child pages of a space or page, in tree order."""
         async with request(ctx, "list_children") as (opened, gate, result):
             page = await opened.navigator.list_children(gate, id, cursor, limit)
-            result["children"] = [{"id": c.id, "title": c.title, "url": c.url} for c in page.items]
-            result["next_cursor"] = page.next_cursor
+            children = [{"id": c.id, "title": c.title, "url": c.url} for c in page.items]
+            result.update(flagged({"children": children, "next_cursor": page.next_cursor}))
         return result
 
     @tool("get_ancestors")
@@ -261,7 +261,7 @@ def create_server(
     ) -> dict[str, Any]:
         """Where a page sits: the path from its space down to its parent."""
         async with request(ctx, "get_ancestors") as (opened, gate, result):
-            result["ancestors"] = [dataclasses.asdict(c) for c in await opened.navigator.get_ancestors(gate, id)]
+            result.update(flagged({"ancestors": [dataclasses.asdict(c) for c in await opened.navigator.get_ancestors(gate, id)]}))
         return result
 
     @tool("get_tree")
@@ -274,7 +274,7 @@ def create_server(
         """The tree under a space or page, with each page's child count."""
         async with request(ctx, "get_tree") as (opened, gate, result):
             tree = await opened.navigator.get_tree(gate, id, depth, limit)
-            result.update(dataclasses.asdict(tree))
+            result.update(flagged(dataclasses.asdict(tree)))
         return result
 
     @tool("resolve_path")
@@ -287,7 +287,7 @@ def create_server(
         """A page by its title path (a space key first is optional): its id, or the candidates
         when several pages match."""
         async with request(ctx, "resolve_path") as (opened, gate, result):
-            result.update(dataclasses.asdict(await opened.navigator.resolve_path(gate, path)))
+            result.update(flagged(dataclasses.asdict(await opened.navigator.resolve_path(gate, path))))
         return result
 
     @tool("related")
@@ -326,7 +326,8 @@ def create_server(
         Visible exactly when its page is."""
         async with request(ctx, "fetch_image") as (opened, gate, result):
             image = await opened.navigator.read_image(gate, id)
-            result.update(id=image.id, page_id=image.page_id, filename=image.filename, media_type=image.media_type, alt_text=image.alt_text)
+            shown = {"id": image.id, "page_id": image.page_id, "filename": image.filename, "media_type": image.media_type, "alt_text": image.alt_text}
+            result.update(flagged(shown))
         picture = ImageContent(type="image", data=base64.b64encode(image.data).decode(), mime_type=image.media_type)
         return ToolResult(content=[picture, TextContent(type="text", text=json.dumps(result))], structured_content=result)
 

@@ -22,7 +22,7 @@ from devstack.atlassian.runner import serving as serving_site
 from devstack.atlassian.server import Emulator
 from devstack.atlassian.site import Site
 from devstack.atlassian.view import site_view
-from devstack.leaks import _jira_source, leak_target, plant_canaries, plant_fidelity, synced_from
+from devstack.leaks import jira_source, leak_target, plant_canaries, plant_fidelity, synced_from
 from evals.leaks.fidelity import TIMED_TOOLS
 from evals.leaks.suite import ACTORS, LeakSuite, NEEDS
 from mcp_app import auth
@@ -57,7 +57,7 @@ async def synced(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[dict
             stack.up(settings, notify=lambda _: None)
             async with RawStore.for_settings(settings) as store:
                 source = ConfluenceRestSource(settings.confluence, settings.confluence.url or "")
-                report = await run_sync(settings, source, store, Console(quiet=True), jira=_jira_source(settings))
+                report = await run_sync(settings, source, store, Console(quiet=True), jira=jira_source(settings))
             assert not report.failed and report.jira is not None and report.jira.restricted_comments > 0
             yield {"settings": settings, "site": site, "url": url, "plants": plants, "canaries": canaries}
         finally:
@@ -105,7 +105,7 @@ async def test_each_fidelity_category_fails_when_its_rule_is_broken(synced, monk
         async with RawStore.for_settings(synced["settings"]) as store:
             await run_sync(
                 synced["settings"], ConfluenceRestSource(synced["settings"].confluence, synced["settings"].confluence.url or ""),
-                store, Console(quiet=True), jira=_jira_source(synced["settings"]),
+                store, Console(quiet=True), jira=jira_source(synced["settings"]),
             )
     elif sabotage == "a token's name is taken as an id":
         monkeypatch.setattr(auth.ids, "user_name", lambda raw: raw if ids.is_name(raw) else ids.safe_name(raw))
@@ -128,7 +128,7 @@ async def test_each_fidelity_category_fails_when_its_rule_is_broken(synced, monk
             async with RawStore.for_settings(synced["settings"]) as store:  # the issues' own text again
                 await run_sync(
                     synced["settings"], ConfluenceRestSource(synced["settings"].confluence, synced["settings"].confluence.url or ""),
-                    store, Console(quiet=True), jira=_jira_source(synced["settings"]),
+                    store, Console(quiet=True), jira=jira_source(synced["settings"]),
                 )
 
 

@@ -8,7 +8,6 @@ accents."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 
 import pytest
 from rich.console import Console
@@ -29,6 +28,7 @@ from pipeline.sources.confluence_rest import ConfluenceRestSource
 from pipeline.sources.jira_rest import JiraRestSource
 from pipeline.sync import SyncReport, run_sync
 from retrievers.fake_index import FakeSemanticIndex
+from tests.integration.test_rest_sync import Clock
 
 pytestmark = pytest.mark.timeout(600)
 # The semantic index these syncs keep: a stand-in, since what is tested is who may see what (and
@@ -41,15 +41,6 @@ LOCKED = "200"  # the root of the subtree a restriction will take from the sync 
 LOCKED_PAGES = [LOCKED, *(str(n) for n in range(201, 225))]  # 25 of the space's 40 pages
 OPEN_PAGES = ["100", *(str(n) for n in range(300, 314))]
 ROLE = "Développeurs"  # a role name outside [A-Za-z0-9._@-]
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 6, 1, 8, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        self.now += timedelta(seconds=1)
-        return self.now
 
 
 def company(clock: Clock) -> Site:

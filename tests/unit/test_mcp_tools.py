@@ -248,6 +248,25 @@ async def test_instruction_like_text_is_flagged_in_search_and_explore():
         assert (await client.call_tool("search", {"query": "Metastore"})).structured_content["instruction_like_text"] == []
 
 
+async def test_instruction_like_titles_and_alt_text_are_flagged_by_the_tree_tools_and_fetch_image():
+    """Issue 47 item 6: a title (and an image's alt text) is wiki text too, wherever it is returned."""
+    titled = [
+        Page(page_id="1", space_key="S", title="Open", parent_id=None, position=0, url="u/1", markdown="# Open\n"),
+        Page(page_id="2", space_key="S", title=f"Notes: {INJECTED}", parent_id="1", position=0, url="u/2", markdown="# Notes\n"),
+        Page(page_id="3", space_key="S", title="Below", parent_id="2", position=0, url="u/3", markdown="# Below\n"),
+    ]
+    client, _ = await make_client("space:S", "page:1", "page:2", "page:3", pages=titled)
+    async with client:
+        for tool, args in [
+            ("list_children", {"id": "page:1"}), ("get_tree", {"id": "space:S"}), ("get_ancestors", {"id": "page:3"}),
+            ("resolve_path", {"path": f"S/Open/Notes: {INJECTED}"}),
+        ]:
+            answer = (await client.call_tool(tool, args)).structured_content
+            assert answer["instruction_like_text"] == [INJECTED], tool
+        image = (await client.call_tool("fetch_image", {"id": "image:att1"})).structured_content
+        assert image["instruction_like_text"] == []  # "A diagram."
+
+
 class SlowAuthorizer(FakeAuthorizer):
     async def batch_check(self, checks):
         await asyncio.sleep(5)
