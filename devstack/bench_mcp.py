@@ -65,6 +65,12 @@ NOT_FOUND = "not_found:"
 _RETRY_AFTER = re.compile(r"retry after ([\d.]+) s")
 
 
+def _issues_of(site: Site, login: str) -> set[str]:
+    """The issues Jira shows ``login``: entities and snippets may stand on them too."""
+    user = site.user_by_login(login)
+    return {f"issue:{issue.key}" for issue in site.jira.visible_issues(user)} if user is not None else set()
+
+
 def add_load_users(site: Site, count: int) -> list[str]:
     """``count`` users named ``load-NN``, spread in turn over the committers, the users and no group."""
     names = []
@@ -103,6 +109,7 @@ class Load:
     queries: tuple[str, ...]
     nodes: tuple[str, ...]  # every page and space id, visible or not
     pages: tuple[str, ...]  # every page id, visible or not
+    issues: tuple[str, ...]  # every issue id, visible or not
     evidence: dict[str, frozenset[str]]  # entity or relation → the pages supporting it, as the index records
     entities: tuple[str, ...]  # what explore starts from, visible or not
     visible: dict[str, frozenset[str]]  # user → typed ids the user may see
@@ -126,9 +133,10 @@ async def run_bench_mcp(settings: Settings, console: Console, *, clients: int = 
             queries=_queries(settings, oracle),
             nodes=tuple([s.id for s in oracle.spaces] + sorted(p.id for p in oracle.pages)),
             pages=tuple(sorted(p.id for p in oracle.pages)),
+            issues=tuple(sorted(f"issue:{key}" for key in site.jira.issues)),
             evidence=evidence,
             entities=_starts(evidence),
-            visible={user: frozenset(oracle.visible(user)) for user in users},
+            visible={user: frozenset(oracle.visible(user) | _issues_of(site, user)) for user in users},
         )
         report = await _measure(own, load, users, duration_s, console)
     path = write_report(settings, REPORT, report)
@@ -193,7 +201,7 @@ async def _client(load: Load, token: str, user: str, rng: random.Random, until: 
     """One user's session: calls until the time is up, each judged by the oracle."""
     tools, weights = list(WORKLOAD), list(WORKLOAD.values())
     visible = load.visible[user]
-    hidden = set(load.pages) - visible
+    hidden = (set(load.pages) | set(load.issues)) - visible
     async with Client(load.url, auth=token, timeout=120) as client:
         while time.monotonic() < until:
             tool = rng.choices(tools, weights)[0]

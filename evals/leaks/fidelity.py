@@ -116,7 +116,7 @@ class FidelityProbes:
         plant = self.target.links
         assert plant is not None
         for actor in self.actors:
-            visible = self.visible(actor) | self.visible_issues(actor)
+            visible = self.visible(actor)
             if plant.page not in visible:
                 continue
             answer = await self.call(actor, "fetch", id=plant.page)

@@ -214,7 +214,9 @@ class LeakSuite(FidelityProbes):
     # -- plumbing -------------------------------------------------------------------------------
 
     def visible(self, actor: Actor, oracle: Oracle | None = None) -> set[str]:
-        return (oracle or self.target.oracle).visible(actor.login) if actor.live else set()
+        """Typed ids of every space, page and issue the source shows ``actor``: an entity or a
+        snippet standing on an issue is judged by the issue's readers."""
+        return (oracle or self.target.oracle).visible(actor.login) | self.visible_issues(actor) if actor.live else set()
 
     async def call(self, actor: Actor, tool: str, **arguments: Any) -> Answer:
         client = self._clients.get(actor.name)
@@ -236,7 +238,7 @@ class LeakSuite(FidelityProbes):
     def judge(self, category: str, actor: Actor, what: str, verdict: Verdict, answer: Answer | None = None) -> None:
         """Record a probe; a clean verdict still becomes a leak if the answer exposes anything."""
         if answer is not None and verdict != "leak":
-            exposed = self.exposed(answer, self.visible(actor) | self.visible_issues(actor))
+            exposed = self.exposed(answer, self.visible(actor))
             if exposed:
                 verdict, what = "leak", f"{what} exposed {exposed[:3]}"
         self.report.record(category, verdict, f"{actor.name}: {what}")
@@ -483,9 +485,11 @@ class LeakSuite(FidelityProbes):
         self.judge("revocation", EXPIRING, f"grant revoked: fetch {page}", refusal_verdict(revoked, "unauthenticated:"), revoked)
 
     def _restricted_for(self, actor: Actor) -> set[str]:
-        """Pages hidden from ``actor`` inside spaces it may view: the ones restrictions hide."""
+        """Pages hidden from ``actor`` inside spaces it may view (the ones restrictions hide), and
+        the issues Jira hides from it (its security levels)."""
         visible = self.visible(actor)
-        return {p.id for p in self.target.oracle.pages if f"space:{p.space_key}" in visible and p.id not in visible}
+        pages = {p.id for p in self.target.oracle.pages if f"space:{p.space_key}" in visible and p.id not in visible}
+        return pages | (set(self.target.jira.issues) - visible if self.target.jira is not None else set())
 
     def _some_visible_page(self, actor: Actor) -> str:
         return min(p for p in self.visible(actor) if p.startswith("page:"))

@@ -59,7 +59,7 @@ EVIDENCE = {
 
 
 def walked(entity: str, answer: Answer) -> Tally:
-    load = Load("u", Oracle.of([], [], None), CANARIES, (), (), (), EVIDENCE, tuple(EVIDENCE), {"bob": VISIBLE})
+    load = Load("u", Oracle.of([], [], None), CANARIES, (), (), (), (), EVIDENCE, tuple(EVIDENCE), {"bob": VISIBLE})
     tally = Tally()
     _judge_walk(tally, "bob", {"entity": entity, "hops": 2, "limit": 20}, answer, VISIBLE, HIDDEN, load)
     return tally
