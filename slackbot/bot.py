@@ -148,9 +148,9 @@ class Directory:
         self._emails: dict[str, tuple[float, str | None]] = {}
 
     async def user_of(self, slack_user: str) -> str | None:
-        """The directory user of a Slack user; None for bots, deleted accounts, accounts without
-        an e-mail address and addresses the directory does not know. Slack or directory failures
-        raise."""
+        """The directory's name for a Slack user, raw (an id only through ``ids.user_name``); None
+        for bots, deleted accounts, accounts without an e-mail address and addresses the directory
+        does not know. Slack or directory failures raise."""
         return (await self.account(slack_user)).user
 
     async def account(self, slack_user: str) -> Account:
