@@ -194,6 +194,7 @@ async def leak_target(
     site: Site | None = None,
     site_url: str | None = None,
     plants: Plants | None = None,
+    not_found_floor_s: float | None = None,
 ) -> AsyncIterator[tuple[Target, StackEnvironment]]:
     """Serve the synced site over HTTP with a token per actor; yield the target and levers. ``view``
     is the site's own word on who may see what: the oracle.
@@ -201,6 +202,8 @@ async def leak_target(
     ``services`` replaces the real backends (a benchmark's or a test's own authorizer). With the
     emulated ``site`` (served at ``site_url``, synced with its Jira project) and its ``plants``,
     the target holds what the categories of :mod:`evals.leaks.fidelity` need.
+    ``not_found_floor_s`` replaces the server's least time for ``not_found`` (a test that does not
+    time answers may spare it).
     """
     spaces, pages, permissions = list(view.spaces), list(view.pages), view.permissions
     async with semantic_index(settings) as index:  # read before the server opens it: one per process
@@ -209,7 +212,8 @@ async def leak_target(
     tokens = {actor.name: secrets.token_urlsafe(32) for actor in actors}
     verifier = StaticTokens({tokens[a.name]: TokenPrincipal(user=a.login, agent=a.principal.agent, task=a.principal.task) for a in actors})
     server = create_server(
-        services or partial(open_services, settings), http_identity, observe=lambda *_: None, auth=verifier
+        services or partial(open_services, settings), http_identity, observe=lambda *_: None, auth=verifier,
+        **({} if not_found_floor_s is None else {"not_found_floor_s": not_found_floor_s}),
     )
     async with AsyncExitStack() as stack_of, OpenFGAClient(settings.openfga, provision=True) as store:
         oracle = Oracle.of(spaces, pages, permissions)

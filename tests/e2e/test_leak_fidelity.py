@@ -70,7 +70,7 @@ async def target_of(synced: dict[str, Any], services: Any = None) -> AsyncIterat
     async with leak_target(
         synced["settings"], site_view(site, ["HIVE"]), synced["canaries"], services, site=site, site_url=synced["url"], plants=synced["plants"]
     ) as (target, environment):
-        yield dataclasses.replace(target, timing_calls=60), environment
+        yield dataclasses.replace(target, timing_calls=40), environment
 
 
 async def test_every_fidelity_category_finds_no_leak_and_no_false_denial(synced):

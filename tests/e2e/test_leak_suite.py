@@ -23,6 +23,7 @@ from mcp_app.server import open_services
 from tests.conftest import HiveSlice
 
 DESIGN_DOCS = "page:27362075"
+NO_FLOOR = 0.0  # these categories judge answers, not their time (tests/e2e/test_leak_fidelity.py times them)
 
 
 @pytest.fixture
@@ -43,7 +44,7 @@ def own(services: Settings, tmp_path) -> Settings:
 
 
 async def test_the_suite_finds_no_leak_and_no_false_denial(indexed, own: Settings, hive_slice: HiveSlice):
-    async with leak_target(own, hive_slice.view(), hive_slice.canaries) as (target, environment):
+    async with leak_target(own, hive_slice.view(), hive_slice.canaries, not_found_floor_s=NO_FLOOR) as (target, environment):
         report = await LeakSuite(target, environment).run()
     report.write(own.data_dir / "leak-suite.json")
     summary = report.as_json()
@@ -135,7 +136,7 @@ async def test_the_suite_fails_when_a_rule_is_broken(
         # rule must hold alone where keys are missing or stale, so the suite runs without them.
         monkeypatch.setattr(prefilter.AclFile, "current", lambda self: None)
 
-    async with leak_target(own, hive_slice.view(), hive_slice.canaries, services=services) as (target, environment):
+    async with leak_target(own, hive_slice.view(), hive_slice.canaries, services=services, not_found_floor_s=NO_FLOOR) as (target, environment):
         report = await LeakSuite(target, environment, [a for a in ACTORS if a.name == actor]).run(categories)
     for category in categories:
         assert report.by_category[category].leaks >= 1, (sabotage, category, report.failures)

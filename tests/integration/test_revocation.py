@@ -75,8 +75,8 @@ def own(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Settings, Si
     with serving(Emulator(site, "admin-token-for-revocation-tests")) as url:
         settings = Settings(
             data_dir=base / "run",
-            openfga={"http_port": 29480, "grpc_port": 29481, "datastore": "memory", "store_name": "wayfinder-revocation-test"},
-            neo4j={"bolt_port": 29487, "password": "wayfinder-test-password"},
+            openfga={"http_port": 29470, "grpc_port": 29471, "datastore": "memory", "store_name": "wayfinder-revocation-test"},
+            neo4j={"bolt_port": 29477, "password": "wayfinder-test-password"},
             lightrag={"workspace": "revocation"},
             confluence={"url": url + "/confluence", "cloud": False, "username": SYNC, "token": f"token-{SYNC}", "spaces": ["ENG"]},
             jira={"url": url + "/jira", "cloud": False, "username": SYNC, "token": f"token-{SYNC}", "projects": ["OPS"]},
