@@ -130,7 +130,7 @@ class Gate:
 
 
 def _well_formed(obj: str) -> bool:
-    """Only spaces, pages, projects, issues and (asked by the search pre-filter) security levels
+    """Only spaces, pages, projects, issues, restricted comments and (asked by the search pre-filter) security levels
     are OpenFGA objects; anything else (an image is authorized through its page) is not visible by
     itself."""
     if obj.startswith("security_level:"):
@@ -139,7 +139,7 @@ def _well_formed(obj: str) -> bool:
         kind, _ = ids.parse(obj)
     except InvalidArgument:
         return False
-    return kind in ("space", "page", "project", "issue")
+    return kind in ("space", "page", "project", "issue", "comment")
 
 
 def _digest(key: bytes, value: str) -> str:

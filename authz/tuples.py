@@ -32,7 +32,7 @@ LIVE_GRANT = "live_grant"
 
 # Object types whose tuples the index pipeline owns (and deletes when the source drops them).
 # Grants (task objects) are written by people, through authz.grants, and never touched by a sync.
-SOURCE_TYPES = frozenset({"group", "space", "page", "project_role", "project", "security_level", "issue"})
+SOURCE_TYPES = frozenset({"group", "space", "page", "project_role", "project", "security_level", "issue", "comment"})
 
 @dataclass(frozen=True)
 class Unexpressed:
@@ -263,7 +263,9 @@ def issue_anchors(project_key: str, issues: Iterable[Issue], permissions: JiraPe
             return parent
         return level if parent in (project, level) else issue.id
 
-    return {issue.id: anchor(issue) for issue in issues}
+    found = {issue.id: anchor(issue) for issue in issues}
+    # A restricted comment's readers are its own (its issue's and its role's or group's): it anchors itself.
+    return found | {comment.id: comment.id for issue in issues for comment in issue.comments}
 
 
 def check_issue_tree(project_key: str, issues: Sequence[Issue]) -> None:
@@ -304,7 +306,7 @@ def jira_tuples(project_key: str, issues: Iterable[Issue], permissions: JiraPerm
         except InvalidArgument as exc:
             refused.append(Unexpressed(f"project_role:{role}", "member", "(all members)", str(exc)))
     for issue in issues:
-        tuples |= issue_tuples(issue, permissions, refused)
+        tuples |= issue_tuples(issue, permissions, refused) | comment_tuples(issue, refused)
     return tuples
 
 
@@ -331,6 +333,22 @@ def issue_tuples(issue: Issue, permissions: JiraPermissions, refused: Refusals |
             subject = _subject(f"user:{person}", me, role, [] if refused is None else refused)  # an id made by ids.user_name
             if subject is not None:
                 tuples |= {RelationTuple(subject, role, me), RelationTuple(EVERYONE, f"level_admits_{role}", me)}
+    return tuples
+
+
+def comment_tuples(issue: Issue, refused: Refusals | None = None) -> set[RelationTuple]:
+    """Each restricted comment of ``issue``: its issue and its audience (a role or a group). An
+    audience the model cannot hold is refused, and the comment is read by nobody."""
+    refused = [] if refused is None else refused
+    tuples: set[RelationTuple] = set()
+    for comment in issue.comments:
+        tuples.add(RelationTuple(issue.id, "issue", comment.id))
+        if comment.audience.startswith("user:"):  # Jira restricts a comment to a role or a group, never one person
+            refused.append(Unexpressed(comment.id, "audience", comment.audience, "a comment's audience is a role or a group"))
+            continue
+        audience = _subject(comment.audience, comment.id, "audience", refused, roles=True)
+        if audience is not None:
+            tuples.add(RelationTuple(audience, "audience", comment.id))
     return tuples
 
 

@@ -1,5 +1,6 @@
 """Typed ids: ``space:HIVE``, ``page:27362069``, ``image:att27362100``, ``user:alice``,
-``agent:digest-bot``, ``task:weekly``, ``project:HIVE``, ``issue:HIVE-1234``.
+``agent:digest-bot``, ``task:weekly``, ``project:HIVE``, ``issue:HIVE-1234``, ``comment:10042`` (a
+Jira comment restricted to a role or a group: a document of its own).
 
 OpenFGA objects use the same ``type:id`` spelling, so an id that passed validation here can be
 checked as it is: every pattern matches the whole string (no trailing newline slips through) and
@@ -16,6 +17,7 @@ from core.errors import InvalidArgument
 MAX_ID_CHARS = 200  # longer than any id Wayfinder serves; longer input is refused before matching
 
 _PAGE_ID = re.compile(r"[0-9]{1,20}")
+_COMMENT_ID = re.compile(r"[0-9]{1,20}")  # Jira's comment ids: one sequence for the whole site
 _IMAGE_ID = re.compile(r"att[0-9]{1,20}")  # an attachment id, as Confluence spells them
 _SPACE_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_~-]{0,63}")
 _PROJECT_KEY = re.compile(r"[A-Z][A-Z0-9_]{0,63}")  # Jira's default key pattern, bounded
@@ -51,6 +53,10 @@ def project_id(key: str) -> str:
 
 def issue_id(key: str) -> str:
     return f"issue:{_valid(ISSUE_KEY, key, 'issue key')}"
+
+
+def comment_id(raw: str) -> str:
+    return f"comment:{_valid(_COMMENT_ID, raw, 'comment id')}"
 
 
 def image_id(raw: str) -> str:
@@ -93,8 +99,10 @@ def parse(typed_id: object) -> tuple[str, str]:
         project_id(raw)
     elif kind == "issue":
         issue_id(raw)
+    elif kind == "comment":
+        comment_id(raw)
     else:
-        raise InvalidArgument(f"invalid id {_shown(typed_id)}: unknown kind (expected page, space, image, project or issue)")
+        raise InvalidArgument(f"invalid id {_shown(typed_id)}: unknown kind (expected page, space, image, project, issue or comment)")
     return kind, raw
 
 

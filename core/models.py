@@ -115,6 +115,25 @@ class Project(Frozen):
         return ids.project_id(self.key)
 
 
+class Comment(Frozen):
+    """A Jira comment restricted to a project role or a group: a document of its own, read by
+    those of its issue's readers in that role or group (DESIGN.md A14), never part of its issue's
+    text."""
+
+    comment_id: str = Field(description="Jira's comment id, e.g. '10042'.")
+    issue_key: str
+    project_key: str
+    audience: str = Field(description="Who may read it besides seeing the issue: 'project_role:<id>#member' or 'group:<id>#member'.")
+    title: str = Field(description="'<issue key>: comment by <author> (<role or group>)'.")
+    url: str
+    markdown: str
+    updated_at: datetime | None = None
+
+    @property
+    def id(self) -> str:
+        return ids.comment_id(self.comment_id)
+
+
 class Issue(Frozen):
     """One Jira issue as the pipeline hands it to the stores."""
 
@@ -133,6 +152,7 @@ class Issue(Frozen):
     labels: tuple[str, ...] = ()
     updated_at: datetime | None = None
     links: tuple[str, ...] = Field((), description="Keys of the issues it links to (outward links).")
+    comments: tuple[Comment, ...] = Field((), description="Its comments restricted to a role or a group, each a document of its own.")
 
     @property
     def id(self) -> str:

@@ -134,6 +134,9 @@ class AgentIssuer(BaseModel):
     public_key: str | None = Field(None, description="PEM public key the agent signs with (or `jwks_uri`).")
     jwks_uri: str | None = Field(None, description="URL of the agent's JSON Web Key Set.")
     algorithm: str = Field("RS256", description="The one signing algorithm accepted.")
+    max_grant_ttl: str = Field(
+        "8h", description="Longest grant the agent may ask the server for (`POST /agent/grant`) to act for a user on one task (`30m`, `8h`, `7d`)."
+    )
 
 
 class OAuthSettings(BaseModel):
@@ -173,8 +176,9 @@ class OAuthSettings(BaseModel):
     agent_issuers: list[AgentIssuer] = Field(
         default_factory=list,
         description='Agents that sign tokens for the users they act for, beside the provider: JSON list of `{"issuer", '
-        '"agent", "public_key" | "jwks_uri", "algorithm"}`. A token of such an issuer is accepted only with `act.sub` its '
-        "agent and a `task`, so it reads through a live grant alone; required scopes are the provider's.",
+        '"agent", "public_key" | "jwks_uri", "algorithm", "max_grant_ttl"}`. A token of such an issuer is accepted only with '
+        "`act.sub` its agent and a `task`, so it reads through a live grant alone; required scopes are the provider's. With "
+        "it the agent asks the server for its grant (`POST /agent/grant`) and its audience's checks (`POST /agent/audience`).",
     )
 
 

@@ -20,15 +20,18 @@ from contextlib import asynccontextmanager
 
 import httpx
 
-from authz.base import Authorizer
+from authz import grants
+from authz.base import Authorizer, TupleStore
 from core import ids
+from core.models import Principal
 from devstack.atlassian.hive import SYNC_LOGIN, account_id
 from devstack.atlassian.hive_jira import SECURITY_LEVEL
 from devstack.atlassian.site import Site, User
 from devstack.fake_slack import BOT_USER, FakeSlack, guest, person
 from devstack.serving import serving_asgi
 from evals.leaks.fidelity import Channel, JiraTruth, LinkPlant, SlackAudience
-from slackbot.bot import Audience, Directory
+from mcp_app.agents import all_see
+from slackbot.bot import Asker, Audience, Directory
 
 JOHN = "john smith"
 IMPOSTOR = ids.user_name(JOHN)  # a username spelled as john's id
@@ -99,8 +102,11 @@ def is_open(site: Site, page_id: str) -> bool:
 
 async def jira_truth(site_url: str, logins: Collection[str], tokens: dict[str, str], site: Site) -> JiraTruth:
     """Each login's issues as the emulator's own JQL search answers them (Data Center's
-    ``/rest/api/2/search``, paged), and every restricted comment's text."""
+    ``/rest/api/2/search``, paged), every restricted comment's text, and the restricted comments
+    each login reads with an issue (``/rest/api/2/issue/KEY?fields=comment`` as that login)."""
     visible: dict[str, frozenset[str]] = {}
+    readers: dict[str, frozenset[str]] = {}
+    commented = sorted(issue.key for issue in site.jira.issues.values() if any(c.visibility for c in issue.comments))
     async with httpx.AsyncClient(timeout=60) as http:
         for login in logins:
             keys: list[str] = []
@@ -113,12 +119,19 @@ async def jira_truth(site_url: str, logins: Collection[str], tokens: dict[str, s
                 if not page["issues"] or len(keys) >= page["total"]:
                     break
             visible[login] = frozenset(f"issue:{key}" for key in keys)
+            read: set[str] = set()
+            for key in sorted(set(commented) & set(keys)):
+                response = await http.get(f"{site_url}/jira/rest/api/2/issue/{key}", params={"fields": "comment"}, auth=(login, tokens[login]))
+                response.raise_for_status()
+                read |= {f"comment:{c['id']}" for c in response.json()["fields"]["comment"]["comments"] if c.get("visibility")}
+            readers[login] = frozenset(read)
     comments = {
         f"issue:{issue.key}": tuple(c.body for c in issue.comments if c.visibility)
         for issue in site.jira.issues.values()
         if any(c.visibility for c in issue.comments)
     }
-    return JiraTruth(frozenset(f"issue:{key}" for key in site.jira.issues), visible, comments)
+    by_id = {f"comment:{c.id}": (f"issue:{issue.key}", c.body) for issue in site.jira.issues.values() for c in issue.comments if c.visibility}
+    return JiraTruth(frozenset(f"issue:{key}" for key in site.jira.issues), visible, comments, by_id, readers)
 
 
 def secured_issue(site: Site) -> str:
@@ -159,9 +172,27 @@ async def slack_audience(authorizer: Authorizer, deadline_s: float) -> AsyncIter
     async with serving_asgi(fake.app(), "127.0.0.1", 0) as url:
         fake.base_url = url
         slack = AsyncWebClient(token=SLACK_TOKEN, base_url=f"{url}/api/")
-        audience = Audience(slack, Directory(slack, lookup, 0), authorizer, max_members=50, deadline_s=deadline_s)
+        audience = Audience(slack, Directory(slack, lookup, 0), InProcessDelegation(authorizer, None, deadline_s), max_members=50)
+        alice = Asker("UALICE", Principal(user="alice"), "alice")  # a member of every channel
 
         async def posts(channel: str, cited: Sequence[str]) -> bool:
-            return await audience.all_may_see(channel, list(cited), BOT_USER)
+            return await audience.all_may_see(channel, list(cited), BOT_USER, alice)
 
         yield SlackAudience(posts, [Channel(c, kind, readers) for c, kind, _, readers in conversations])
+
+
+class InProcessDelegation:
+    """The answers the MCP server gives the bot (:mod:`mcp_app.agents`), computed in this process
+    with the same functions: for tests and the leak suite, which judge the bot's decisions, not
+    the HTTP hop to the server. The asker's own check is asked for the user alone, as the server
+    asks it once the grant is written (no grant is needed where none is checked)."""
+
+    def __init__(self, authorizer: Authorizer, store: TupleStore | None, deadline_s: float) -> None:
+        self._authorizer, self._store, self._deadline_s = authorizer, store, deadline_s
+
+    async def grant(self, principal: Principal, name: str, ttl: str) -> None:
+        assert self._store is not None and principal.agent is not None and principal.task is not None
+        await grants.grant(self._store, principal.user, principal.agent, principal.task, grants.parse_ttl(ttl))
+
+    async def all_see(self, principal: Principal, name: str, readers: Sequence[str], objects: Sequence[str]) -> bool:
+        return await all_see(self._authorizer, Principal(user=principal.user), readers, objects, self._deadline_s)

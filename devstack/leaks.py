@@ -59,7 +59,7 @@ REPORT = "leak-suite.json"
 STALL_SHARE = 0.05
 # Objects whose tuples the Jira half of a sync writes (and a Jira group's own): kept as they are
 # when the suite applies Confluence permissions of its own.
-JIRA_OBJECTS = ("project:", "issue:", "security_level:", "project_role:", "group:x-jira-")
+JIRA_OBJECTS = ("project:", "issue:", "comment:", "security_level:", "project_role:", "group:x-jira-")
 IDENTITIES = (
     Actor("john smith", Principal(user=ids.user_name(leak_plants.JOHN)), username=leak_plants.JOHN),
     Actor("named like john's id", Principal(user=ids.user_name(leak_plants.IMPOSTOR)), username=leak_plants.IMPOSTOR),

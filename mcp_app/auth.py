@@ -23,12 +23,14 @@ import hashlib
 import hmac
 import time
 from collections.abc import Callable, Mapping
+from datetime import timedelta
 
 import jwt
 from fastmcp.server.auth import AccessToken, AuthProvider, JWTVerifier, RemoteAuthProvider, TokenVerifier
 from fastmcp.server.dependencies import get_access_token
 from pydantic import AnyHttpUrl
 
+from authz.grants import parse_ttl
 from core import ids
 from core.errors import ConfigurationError, InvalidArgument, Unauthenticated
 from core.models import Principal
@@ -127,26 +129,49 @@ class TrustedIssuers(TokenVerifier):
     ``act.sub`` and a task — so an agent's key can never sign a token that reads as a user alone,
     nor as another agent. The token's unverified ``iss`` only picks the verifier that checks it."""
 
-    def __init__(self, audience: str, provider: OAuthTokens | None, agents: Mapping[str, tuple[OAuthTokens, str]]) -> None:
+    def __init__(
+        self, audience: str, provider: OAuthTokens | None, agents: Mapping[str, tuple[OAuthTokens, str, timedelta]]
+    ) -> None:
         super().__init__()
         self.audience = audience  # every verifier's: tokens minted for this server alone
         self._provider, self._agents = provider, dict(agents)
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        try:
-            issuer = jwt.decode(token, options={"verify_signature": False}).get("iss")
-        except jwt.PyJWTError:
-            return None
+        issuer = _issuer(token)
         if issuer in self._agents:
-            verifier, agent = self._agents[issuer]
-            access = await verifier.verify_token(token)
-            act = access.claims.get("act") if access is not None else None
-            if access is None or not isinstance(act, dict) or act.get("sub") != agent or not isinstance(access.claims.get("task"), str):
-                return None
-            return access
+            return await self._agent_access(issuer, token)
         if self._provider is not None and issuer == self._provider.issuer:
             return await self._provider.verify_token(token)
         return None
+
+    async def agent_principal(self, token: str) -> tuple[Principal, timedelta] | None:
+        """The principal of a token an agent issuer signed, and the longest grant its agent may
+        ask for (mcp_app.agents); None for any other token, the provider's included."""
+        issuer = _issuer(token)
+        access = await self._agent_access(issuer, token) if issuer in self._agents else None
+        if access is None or not access.subject:
+            return None
+        try:
+            return principal_of(access.subject, self._agents[issuer][1], access.claims["task"]), self._agents[issuer][2]
+        except (InvalidArgument, ValueError):
+            return None
+
+    async def _agent_access(self, issuer: str, token: str) -> AccessToken | None:
+        verifier, agent, _ = self._agents[issuer]
+        access = await verifier.verify_token(token)
+        act = access.claims.get("act") if access is not None else None
+        if access is None or not isinstance(act, dict) or act.get("sub") != agent or not isinstance(access.claims.get("task"), str):
+            return None
+        return access
+
+
+def _issuer(token: str) -> str | None:
+    """The token's unverified ``iss``: it only picks the verifier that checks the token."""
+    try:
+        issuer = jwt.decode(token, options={"verify_signature": False}).get("iss")
+    except jwt.PyJWTError:
+        return None
+    return issuer if isinstance(issuer, str) else None
 
 
 def http_auth(mcp: MCPSettings) -> AuthProvider:
@@ -170,7 +195,9 @@ def http_auth(mcp: MCPSettings) -> AuthProvider:
     try:
         provider = OAuthTokens(oauth, audience) if oauth.issuer is not None else None
         agents = {
-            agent.issuer: (OAuthTokens(_agent_oauth(oauth, agent), audience), ids.agent_id(agent.agent).removeprefix("agent:"))
+            agent.issuer: (
+                OAuthTokens(_agent_oauth(oauth, agent), audience), ids.agent_id(agent.agent).removeprefix("agent:"), parse_ttl(agent.max_grant_ttl)
+            )
             for agent in oauth.agent_issuers
         }
         servers = [AnyHttpUrl(server) for server in oauth.authorization_servers or [oauth.issuer or issuers[0]]]

@@ -21,16 +21,17 @@ from mcp.types import ImageContent, TextContent, ToolAnnotations
 from pydantic import Field
 from starlette.middleware import Middleware
 
-from authz.base import Authorizer
+from authz.base import Authorizer, TupleStore
 from authz.client import OpenFGAClient
 from authz.gate import DEFAULT_DEADLINE_S, Gate
 from authz.prefilter import ACL_FILE, AclFile
-from core.errors import ConfigurationError, NotFound
+from core.errors import AuthorizationUnavailable, ConfigurationError, NotFound
 from core.memory import freeze_loaded
 from core.models import Principal
 from core.settings import LimitSettings, MCPSettings, Settings
 from core.telemetry import Metrics, response_tokens
-from mcp_app.auth import Identify
+from mcp_app import agents
+from mcp_app.auth import Identify, TrustedIssuers
 from mcp_app.errors import ErrorMapping, to_tool_error
 from mcp_app.hygiene import flagged, untrusted
 from mcp_app.limits import BodyLimit, Limits
@@ -54,6 +55,7 @@ class Services:
     navigator: Navigator
     semantic: SemanticRetriever
     authz_deadline_s: float = DEFAULT_DEADLINE_S  # all the authorization of one request
+    grants: TupleStore | None = None  # where agents' grants are written (mcp_app.agents); None: they are refused
 
     def gate(self, principal: Principal) -> Gate:
         return Gate(self.authorizer, principal, deadline_s=self.authz_deadline_s)
@@ -73,7 +75,7 @@ async def open_services(settings: Settings, *, freeze: bool = False) -> AsyncIte
             freeze_loaded()
         navigator = Navigator(store)
         semantic = SemanticRetriever(index, navigator, settings.mcp.search_candidates, AclFile(settings.index_dir / ACL_FILE))
-        yield Services(authorizer, navigator, semantic, settings.openfga.check_timeout_s)
+        yield Services(authorizer, navigator, semantic, settings.openfga.check_timeout_s, grants=authorizer)
 
 
 def audit_receipts(key: bytes) -> Observer:
@@ -119,10 +121,16 @@ def create_server(
     measured (latency, outcome, checks, tokens) for the Prometheus endpoint. ``not_found_floor_s``:
     the least time a ``not_found`` answer takes (``WAYFINDER_MCP__NOT_FOUND_FLOOR_S``)."""
 
+    held: list[Services] = []  # the services while the server runs, for the agent endpoints
+
     @asynccontextmanager
     async def lifespan(_: FastMCP) -> AsyncIterator[Services]:
         async with services() as opened:
-            yield opened
+            held.append(opened)
+            try:
+                yield opened
+            finally:
+                held.remove(opened)
 
     mcp = FastMCP(
         "wayfinder",
@@ -142,6 +150,17 @@ def create_server(
         ],
         mask_error_details=True,
     )
+
+    verifier = getattr(auth, "token_verifier", None)
+    if isinstance(verifier, TrustedIssuers):  # agents that sign for their users ask their grants and audiences here
+
+        def backends() -> tuple[Authorizer, TupleStore, float]:
+            if not held or held[-1].grants is None:
+                raise AuthorizationUnavailable("no OpenFGA store for grants")
+            return held[-1].authorizer, held[-1].grants, held[-1].authz_deadline_s
+
+        for path, handler in agents.routes(verifier.agent_principal, backends):
+            mcp.custom_route(path, methods=["POST"], include_in_schema=False)(handler)
 
     registered: list[str] = []
 
@@ -219,7 +238,7 @@ def create_server(
 
     @tool("fetch")
     async def fetch(
-        id: Annotated[str, Field(max_length=200, description="Page or issue id, e.g. 'page:27362069'.")],
+        id: Annotated[str, Field(max_length=200, description="Page, issue or comment id from a hit, e.g. 'page:27362069'.")],
         ctx: Context,
         section: Annotated[
             str | None, Field(max_length=200, description="Outline slug; whole page if omitted.")

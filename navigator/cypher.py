@@ -7,7 +7,8 @@ membership, (:Page)-[:LINKS_TO]->(:Page) for the links in a page's text, and
 for the images a page shows. Jira the same way: (:Project {id, key, name, url}) -[:ROOT_ISSUE
 {position}]-> (:Issue) for issues without a parent (epics, and issues in no epic),
 (:Issue)-[:PARENT_OF {position}]->(:Issue) for epic → issue → sub-task, (:Project)-[:HAS_ISSUE]->
-(:Issue), (:Issue)-[:LINKS_ISSUE]->(:Issue) for issue links, (:Page)-[:MENTIONS]->(:Issue) for the
+(:Issue), (:Issue)-[:LINKS_ISSUE]->(:Issue) for issue links, (:Issue)-[:HAS_COMMENT]->(:Comment) for
+its comments restricted to a role or a group (documents of their own, outside the tree), (:Page)-[:MENTIONS]->(:Issue) for the
 issue keys a page's text names. An issue's ``space_id`` holds its project's id, so pages and issues are placed alike.
 Ids are Wayfinder's typed ids ("space:HIVE", "page:27362069", "project:HIVE", "issue:HIVE-1234").
 """
@@ -19,6 +20,7 @@ SCHEMA = (
     "CREATE CONSTRAINT project_id IF NOT EXISTS FOR (p:Project) REQUIRE p.id IS UNIQUE",
     "CREATE CONSTRAINT issue_id IF NOT EXISTS FOR (i:Issue) REQUIRE i.id IS UNIQUE",
     "CREATE INDEX issue_title_key IF NOT EXISTS FOR (i:Issue) ON (i.title_key)",
+    "CREATE CONSTRAINT comment_id IF NOT EXISTS FOR (c:Comment) REQUIRE c.id IS UNIQUE",
 )
 
 MERGE_SPACE = """
@@ -210,6 +212,11 @@ MATCH (i:Issue {id: $id})
 RETURN i.id AS id, i.title AS title, i.url AS url, i.markdown AS markdown
 """
 
+COMMENT = """
+MATCH (c:Comment {id: $id})
+RETURN c.id AS id, c.title AS title, c.url AS url, c.markdown AS markdown
+"""
+
 # Summaries of many pages with their ancestors from the root down, for hits and breadcrumbs.
 PAGE_SUMMARIES = """
 UNWIND $ids AS wanted
@@ -228,6 +235,16 @@ OPTIONAL MATCH path = (root)-[:ROOT_ISSUE|PARENT_OF*1..]->(i)
 WHERE root:Project
 RETURN i.id AS id, i.title AS title, i.url AS url, i.space_id AS space_id, i.labels AS labels,
        i.updated_at AS updated_at, [n IN nodes(path)[1..-1] | {id: n.id, title: n.title}] AS ancestors
+"""
+
+# Summaries of restricted comments, their ancestors from the project down to their issue.
+COMMENT_SUMMARIES = """
+UNWIND $ids AS wanted
+MATCH (i:Issue)-[:HAS_COMMENT]->(c:Comment {id: wanted})
+OPTIONAL MATCH path = (root)-[:ROOT_ISSUE|PARENT_OF*1..]->(i)
+WHERE root:Project
+RETURN c.id AS id, c.title AS title, c.url AS url, c.space_id AS space_id, [] AS labels,
+       c.updated_at AS updated_at, [n IN nodes(path)[1..] | {id: n.id, title: n.title}] AS ancestors
 """
 
 MERGE_PROJECT = """
@@ -258,6 +275,20 @@ CALL (i, row, project) {
 }
 """
 
+# The restricted comments of the batch's issues, replaced as a whole.
+SET_COMMENTS = """
+UNWIND $issues AS row
+MATCH (i:Issue {id: row.id})
+OPTIONAL MATCH (i)-[:HAS_COMMENT]->(old:Comment)
+WHERE NOT old.id IN [c IN row.comments | c.id]
+DETACH DELETE old
+WITH DISTINCT i, row
+UNWIND row.comments AS c
+MERGE (n:Comment {id: c.id})
+SET n.title = c.title, n.url = c.url, n.markdown = c.markdown, n.space_id = row.space_id, n.updated_at = c.updated_at
+MERGE (i)-[:HAS_COMMENT]->(n)
+"""
+
 ISSUE_DIGESTS = """
 MATCH (:Project {id: $project_id})-[:HAS_ISSUE]->(i:Issue)
 RETURN i.id AS id, i.digest AS digest
@@ -266,7 +297,8 @@ RETURN i.id AS id, i.digest AS digest
 PRUNE_ISSUES = """
 MATCH (:Project {id: $project_id})-[:HAS_ISSUE]->(i:Issue)
 WHERE NOT i.id IN $keep
-DETACH DELETE i
+OPTIONAL MATCH (i)-[:HAS_COMMENT]->(c:Comment)
+DETACH DELETE i, c
 """
 
 IMAGE_HASHES = """

@@ -46,6 +46,9 @@ PATH_ROWS = 500
 MAX_RELATED_LIMIT = 100
 CONTAINERS = ("space", "project")  # the roots of the trees
 NODES = ("page", "issue")
+# What fetch reads and get_ancestors places: the tree's nodes, and Jira comments restricted to a role or
+# a group, documents of their own below their issue but outside the tree (DESIGN.md A14).
+DOCUMENTS = (*NODES, "comment")
 # Linked pages read (and authorized) each way before the limit is applied, so hidden pages do not
 # take the places of visible ones.
 RELATED_ROWS = 500
@@ -166,8 +169,8 @@ class Navigator:
             raise InvalidArgument("max_tokens must be a positive number of tokens")
         start = _decode_part(cursor, page_id, section) if cursor is not None else None
         kind, _ = ids.parse(page_id)
-        if kind not in NODES:
-            raise InvalidArgument(f"fetch takes a page or issue id such as 'page:27362069' or 'issue:HIVE-1234', got {page_id!r}")
+        if kind not in DOCUMENTS:
+            raise InvalidArgument(f"fetch takes a page, issue or comment id such as 'page:27362069' or 'issue:HIVE-1234', got {page_id!r}")
         if section is not None and (not isinstance(section, str) or not 0 < len(section) <= MAX_SECTION_CHARS):
             raise InvalidArgument(f"section must be a heading slug of 1 to {MAX_SECTION_CHARS} characters")
 
@@ -228,8 +231,8 @@ class Navigator:
         if kind in CONTAINERS:
             await self._container(gate, node_id)
             return []
-        if kind not in NODES:
-            raise InvalidArgument(f"get_ancestors takes a page, issue, space or project id, got {node_id!r}")
+        if kind not in DOCUMENTS:
+            raise InvalidArgument(f"get_ancestors takes a page, issue, comment, space or project id, got {node_id!r}")
         await gate.require(node_id)  # decided before its ancestors are read
         summaries = await self._store.summaries([node_id])
         summary = (await policy.visible_pages(gate, summaries)).get(node_id)

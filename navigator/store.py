@@ -155,6 +155,13 @@ class Neo4jStore:
                 "labels": list(issue.labels),
                 "updated_at": issue.updated_at.astimezone(UTC).isoformat() if issue.updated_at else None,
                 "links": [f"issue:{key}" for key in issue.links],
+                "comments": [
+                    {
+                        "id": c.id, "title": c.title, "url": c.url, "markdown": c.markdown,
+                        "updated_at": c.updated_at.astimezone(UTC).isoformat() if c.updated_at else None,
+                    }
+                    for c in issue.comments
+                ],
             }
             for issue in issues
         ]
@@ -163,6 +170,7 @@ class Neo4jStore:
         held = {record["id"]: record["digest"] for record in await self._read(cypher.ISSUE_DIGESTS, project_id=project.id)}
         changed = [row for row in rows if held.get(row["id"]) != row["digest"]]
         await self._write_batches(cypher.MERGE_ISSUES, "issues", changed)
+        await self._write_batches(cypher.SET_COMMENTS, "issues", changed)
         written = {row["id"] for row in changed}
         relinked = [row for row in rows if row["id"] in written or written.intersection(row["links"])]
         await self._write_batches(cypher.SET_ISSUE_LINKS, "issues", relinked)  # every issue of the project exists by now
@@ -247,18 +255,20 @@ class Neo4jStore:
         return rows[0]["position"] if rows else None
 
     async def page(self, page_id: str) -> PageContent | None:
-        """A page's or an issue's text."""
-        rows = await self._read(cypher.ISSUE if page_id.startswith("issue:") else cypher.PAGE, id=page_id)
+        """A page's, an issue's or a restricted comment's text."""
+        query = cypher.ISSUE if page_id.startswith("issue:") else cypher.COMMENT if page_id.startswith("comment:") else cypher.PAGE
+        rows = await self._read(query, id=page_id)
         return PageContent(**rows[0]) if rows else None
 
     async def summaries(self, page_ids: Sequence[str]) -> dict[str, PageSummary]:
-        """Pages and issues, with their ancestors (root first)."""
+        """Pages, issues and restricted comments, with their ancestors (root first; a comment's
+        end with its issue)."""
         wanted = list(dict.fromkeys(page_ids))
         issues = [i for i in wanted if i.startswith("issue:")]
-        pages = [i for i in wanted if not i.startswith("issue:")]
-        found = await asyncio.gather(
-            *(self._read(query, ids=keys) for query, keys in ((cypher.PAGE_SUMMARIES, pages), (cypher.ISSUE_SUMMARIES, issues)) if keys)
-        )
+        comments = [i for i in wanted if i.startswith("comment:")]
+        pages = [i for i in wanted if not i.startswith(("issue:", "comment:"))]
+        queries = ((cypher.PAGE_SUMMARIES, pages), (cypher.ISSUE_SUMMARIES, issues), (cypher.COMMENT_SUMMARIES, comments))
+        found = await asyncio.gather(*(self._read(query, ids=keys) for query, keys in queries if keys))
         rows = [row for part in found for row in part]
         return {
             row["id"]: PageSummary(

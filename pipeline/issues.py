@@ -12,16 +12,21 @@ import logging
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
-from core.models import Issue
+from core.models import Comment, Issue
 from pipeline.sources.jira_rest import RemoteIssue
 
 log = logging.getLogger("wayfinder.sync")
 
 
-def placed_issues(remote: Sequence[RemoteIssue], markdown: Mapping[str, str], links: Mapping[str, Sequence[str]] = {}) -> list[Issue]:
+def placed_issues(
+    remote: Sequence[RemoteIssue],
+    markdown: Mapping[str, str],
+    links: Mapping[str, Sequence[str]] = {},
+    comments: Mapping[str, Sequence[Comment]] = {},
+) -> list[Issue]:
     """``remote`` (one project's listing) as Issue records, parents before children; ``markdown``
     gives each issue's text by key (an issue without any gets its summary alone), ``links`` the
-    keys it links to."""
+    keys it links to, ``comments`` its restricted comments."""
     by_key = {issue.key: issue for issue in remote}
     children: dict[str | None, list[RemoteIssue]] = defaultdict(list)
     for issue in remote:
@@ -51,6 +56,7 @@ def placed_issues(remote: Sequence[RemoteIssue], markdown: Mapping[str, str], li
                     labels=issue.labels,
                     updated_at=issue.updated,
                     links=tuple(links.get(issue.key, ())),
+                    comments=tuple(comments.get(issue.key, ())),
                 )
             )
             walk(issue.key)

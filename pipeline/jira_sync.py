@@ -15,17 +15,19 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from rich.console import Console
 
 from core import ids
-from core.models import Issue, JiraPermissions, Project
+from core.ids import jira_group_name, user_name
+from core.models import Comment, Issue, JiraPermissions, Project
 from core.settings import Settings
 from core.workers import worker_pool
 from pipeline.issues import placed_issues
 from pipeline.raw_store import Changes, RawStore, StoredIssue, vanished_warning
-from pipeline.sources.jira_rest import JiraRestSource
-from pipeline.transform.jira import issue_markdown
+from pipeline.sources.jira_rest import JiraRestSource, comment_audience
+from pipeline.transform.jira import comment_title, issue_texts
 
 MAX_CONVERTERS = 2  # worker processes converting issue texts
 
@@ -33,11 +35,11 @@ MAX_CONVERTERS = 2  # worker processes converting issue texts
 @dataclass
 class JiraReport(Changes):
     converted: int = 0
-    restricted_comments: int = 0  # of the issues converted: comments kept out of their text (role or group only)
+    restricted_comments: int = 0  # of the issues converted: comments restricted to a role or group, documents of their own
     newest: dict[str, datetime] = field(default_factory=dict)  # project → newest ``updated`` seen
 
     def summary(self) -> str:
-        kept_out = f", {self.restricted_comments} restricted comment(s) kept out of issue text" if self.restricted_comments else ""
+        kept_out = f", {self.restricted_comments} restricted comment(s) as documents of their own" if self.restricted_comments else ""
         return super().summary() + kept_out
 
 
@@ -96,14 +98,14 @@ async def convert_issues(settings: Settings, store: RawStore, report: JiraReport
     workers = min(MAX_CONVERTERS, os.cpu_count() or 1, len(todo) // 20)
     if workers < 2:  # a few issues (the usual incremental run): a thread, no process to start
         for stored in todo:
-            await store.save_issue_markdown(stored.listed.key, stored.body_updated or "", await asyncio.to_thread(issue_markdown, *_markdown_args(stored)))
+            await store.save_issue_markdown(stored.listed.key, stored.body_updated or "", *await asyncio.to_thread(issue_texts, *_markdown_args(stored)))
             report.converted += 1
     else:
         loop = asyncio.get_running_loop()
         with worker_pool(workers) as pool:
-            pending = [(stored, loop.run_in_executor(pool, issue_markdown, *_markdown_args(stored))) for stored in todo]
+            pending = [(stored, loop.run_in_executor(pool, issue_texts, *_markdown_args(stored))) for stored in todo]
             for stored, converted in pending:
-                await store.save_issue_markdown(stored.listed.key, stored.body_updated or "", await converted)
+                await store.save_issue_markdown(stored.listed.key, stored.body_updated or "", *await converted)
                 report.converted += 1
     console.print(f"converted {report.converted} issue(s) to Markdown")
 
@@ -117,16 +119,63 @@ async def for_sinks(settings: Settings, store: RawStore) -> list[tuple[Project, 
             continue
         stored = await store.issues(remote.key)
         links = {s.listed.key: [other for _, direction, other in (s.body or {}).get("links", []) if direction == "outward"] for s in stored}
-        issues = placed_issues([s.listed for s in stored], {s.listed.key: s.markdown for s in stored if s.markdown}, links)
-        hidden = frozenset(ids.issue_id(s.listed.key) for s in stored if s.vanished)
+        comments = {s.listed.key: restricted_comments(s) for s in stored}
+        issues = placed_issues([s.listed for s in stored], {s.listed.key: s.markdown for s in stored if s.markdown}, links, comments)
+        hidden = frozenset(
+            doc for s in stored if s.vanished for doc in (ids.issue_id(s.listed.key), *(c.id for c in comments[s.listed.key]))
+        )
         found.append((Project(key=remote.key, name=remote.name, url=remote.url), issues, permissions, hidden))
     return found
 
 
-def _markdown_args(stored: StoredIssue) -> tuple[str, str, object, list[tuple[str | None, str, object]]]:
-    """What an issue's Markdown is made of: its text and the comments everyone who sees the issue
-    sees. A comment restricted to a role or group has readers of its own, so it never joins the
-    issue's text (DESIGN.md A14): its readers are fewer than the issue's."""
+def restricted_comments(stored: StoredIssue) -> tuple[Comment, ...]:
+    """An issue's comments restricted to a role or a group, as documents of their own (DESIGN.md
+    A14). Their audience is spelled as the project's roles and groups are; a restriction of a kind
+    Jira does not document keeps its raw spelling, which the tuple builders refuse and report
+    (read by nobody)."""
+    issue = stored.listed
+    found = []
+    for raw in (stored.body or {}).get("comments", []):
+        comment_id, visibility = raw.get("id"), raw.get("visibility")
+        markdown = stored.comment_markdown.get(str(comment_id)) if comment_id else None
+        if not visibility or markdown is None:
+            continue
+        created = raw.get("created")
+        found.append(
+            Comment(
+                comment_id=str(comment_id),
+                issue_key=issue.key,
+                project_key=issue.project_key,
+                audience=comment_audience(issue.project_key, visibility) or f"{visibility[0]}:{visibility[1]}",
+                title=comment_title(issue.key, raw.get("author"), visibility),
+                url=f"{issue.url}?focusedCommentId={comment_id}#comment-{comment_id}",
+                markdown=markdown,
+                updated_at=datetime.fromisoformat(created) if created else None,
+            )
+        )
+    return tuple(found)
+
+
+async def comment_groups(settings: Settings, source: JiraRestSource, store: RawStore) -> None:
+    """The members of every group a restricted comment names and the project's permissions do not
+    (its Browse, roles and levels): read with the permissions on every sync, so a member who
+    leaves the group stops reading its comments at the next one."""
+    for remote, permissions in await store.jira_projects():
+        if remote.key not in settings.jira.projects:
+            continue
+        named = {
+            c["visibility"][1]
+            for s in await store.issues(remote.key)
+            for c in (s.body or {}).get("comments", [])
+            if c.get("visibility") and c["visibility"][0] == "group" and c["visibility"][1]
+        }
+        missing = sorted(name for name in named if jira_group_name(name) not in permissions.group_members)
+        if missing:
+            extra = {jira_group_name(name): tuple(f"user:{user_name(member)}" for member in sorted(await source.group_members(name))) for name in missing}
+            await store.save_jira_project(remote, permissions.model_copy(update={"group_members": {**permissions.group_members, **extra}}))
+
+
+def _markdown_args(stored: StoredIssue) -> tuple[str, str, object, list[dict[str, Any]]]:
+    """What an issue's Markdown and its restricted comments' are made of (:func:`issue_texts`)."""
     body = stored.body or {}
-    comments = [(c.get("author"), c.get("created", ""), c.get("body")) for c in body.get("comments", []) if not c.get("visibility")]
-    return stored.listed.key, stored.listed.summary, body.get("description"), comments
+    return stored.listed.key, stored.listed.summary, body.get("description"), list(body.get("comments", []))

@@ -167,6 +167,7 @@ jira_issues = Table(
     Column("body_updated", Text),  # the ``updated`` of the text held
     Column("body", Text),  # description, comments and links as sent, JSON
     Column("markdown", Text),
+    Column("comment_markdown", Text),  # restricted comments' Markdown by comment id, JSON: documents of their own
     Column("converted_updated", Text),
     Column("converter", Integer),
     Column("vanished", Text),  # as for pages
@@ -174,10 +175,10 @@ jira_issues = Table(
 )
 
 # The shape of ``jira_issues.body``; a text kept in an older one is fetched again (2: each
-# comment's visibility).
-ISSUE_BODY_FORMAT = 2
+# comment's visibility; 3: each comment's id).
+ISSUE_BODY_FORMAT = 3
 # Columns added after a table's first release, added in place to older stores.
-_ADDED_COLUMNS = (("pages", "converter"), ("pages", "vanished"), ("jira_issues", "vanished"))
+_ADDED_COLUMNS = (("pages", "converter"), ("pages", "vanished"), ("jira_issues", "vanished"), ("jira_issues", "comment_markdown"))
 # Ids per IN (...) list: far below every engine's limit on bound parameters.
 _CHUNK = 500
 # The columns of ``pages`` that a listing or a fetch sets (``_page_row``).
@@ -223,6 +224,7 @@ class StoredIssue:
     converted_updated: str | None
     converter: int | None
     vanished: bool = False  # as for pages
+    comment_markdown: Mapping[str, str] = dataclasses.field(default_factory=dict)  # restricted comments' Markdown by id
 
     @property
     def needs_body(self) -> bool:
@@ -545,8 +547,11 @@ class RawStore:
         if rows:
             await self._write(lambda db: db.execute(self._upsert(jira_issues, ("project_key", "listing", "updated", "body_updated", "body")), rows))
 
-    async def save_issue_markdown(self, key: str, body_updated: str, markdown: str) -> None:
-        values = {"markdown": markdown, "converted_updated": body_updated, "converter": JIRA_CONVERTER}
+    async def save_issue_markdown(self, key: str, body_updated: str, markdown: str, comments: Mapping[str, str] | None = None) -> None:
+        """An issue's Markdown, and that of its restricted comments by comment id."""
+        values = {
+            "markdown": markdown, "comment_markdown": json.dumps(dict(comments or {})), "converted_updated": body_updated, "converter": JIRA_CONVERTER,
+        }
         await self._write(lambda db: db.execute(update(jira_issues).where(jira_issues.c.issue_key == key).values(**values)))
 
     async def issues(self, project_key: str) -> list[StoredIssue]:
@@ -691,7 +696,7 @@ def _issue_body(issue: RemoteIssue) -> dict[str, Any]:
         "format": ISSUE_BODY_FORMAT,
         "description": issue.description,
         "comments": [
-            {"author": c.author, "created": c.created.isoformat(), "body": c.body, "visibility": list(c.visibility) if c.visibility else None}
+            {"id": c.id, "author": c.author, "created": c.created.isoformat(), "body": c.body, "visibility": list(c.visibility) if c.visibility else None}
             for c in issue.comments
         ],
         "links": [list(link) for link in issue.links],
@@ -702,7 +707,10 @@ def _stored_issue(row: Mapping[str, Any]) -> StoredIssue:
     fields = json.loads(row["listing"])
     listed = RemoteIssue(**{**fields, "updated": datetime.fromisoformat(fields["updated"]), "labels": tuple(fields["labels"])})
     body = json.loads(row["body"]) if row["body"] else None
-    return StoredIssue(listed, row["body_updated"], body, row["markdown"], row["converted_updated"], row["converter"], row.get("vanished") is not None)
+    comments = json.loads(row["comment_markdown"]) if row.get("comment_markdown") else {}
+    return StoredIssue(
+        listed, row["body_updated"], body, row["markdown"], row["converted_updated"], row["converter"], row.get("vanished") is not None, comments
+    )
 
 
 def _purge_or_keep(changes: Reconciled, gone: list[str], held: int, max_share: float) -> None:

@@ -19,7 +19,7 @@ from authz.client import OpenFGAClient
 from authz.prefilter import ACL_FILE, AclKeys
 from authz.tuples import Unexpressed, anchors, confluence_tuples, issue_anchors, jira_tuples
 from core import ids
-from core.models import Image, Issue, JiraPermissions, Page, Permissions, Project, Space
+from core.models import Comment, Image, Issue, JiraPermissions, Page, Permissions, Project, Space
 from core.settings import Settings
 from navigator.store import Neo4jStore
 from pipeline.sinks.openfga import TupleSync, sync_tuples
@@ -111,8 +111,8 @@ async def run_sinks(
     if jira:
         console.print(f"Neo4j: {sum(len(issues) for _, issues, _ in jira)} issues of {len(jira)} Jira project(s) ({issues_written} written)")
 
-    to_index: list[Page | Issue] = [page for page in all_pages if indexable is None or page.page_id in indexable]
-    to_index += [issue for _, issues, _ in jira for issue in issues]
+    to_index: list[Page | Issue | Comment] = [page for page in all_pages if indexable is None or page.page_id in indexable]
+    to_index += [doc for _, issues, _ in jira for issue in issues for doc in (issue, *issue.comments)]
     index_started = time.monotonic()
     progress = Progress(TextColumn("indexing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console)
     async with open_index(settings, usage) as index:

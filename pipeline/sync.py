@@ -36,7 +36,7 @@ from core.models import Page, Permissions, Space
 from core.providers.base import AltTextWriter, ImageContext, Usage
 from core.settings import Settings
 from pipeline.alt_text import alt_text_writer, cache_key
-from pipeline.jira_sync import JiraReport, collect_issues, convert_issues, for_sinks, reconcile_projects
+from pipeline.jira_sync import JiraReport, collect_issues, comment_groups, convert_issues, for_sinks, reconcile_projects
 from pipeline.raw_store import Changes, RawStore, StoredAttachment, StoredPage, vanished_warning
 from pipeline.runner import IndexReport, run_sinks
 from pipeline.sources.confluence_rest import ConfluenceRestSource, RemoteAttachment, RemoteSpace
@@ -114,6 +114,7 @@ async def _sync(
     issue_permission_changes: dict[str, list[str]] = {}
     if jira is not None and report.jira is not None:
         issue_permission_changes = await reconcile_projects(settings, jira, store, report.jira, console)
+        await comment_groups(settings, jira, store)  # the groups the comments held name, with the permissions
     # Permissions reach OpenFGA first, before any body is fetched or converted: a revoked
     # restriction or membership never waits for the slow stages.
     report.sinks = await _sinks(settings, store, console, content=False, started=started, open_index=open_index, usage=report.usage, jira=jira is not None)
@@ -132,6 +133,7 @@ async def _sync(
         await _read_groups(source, store, keys)  # bodies fetched since may name groups the listing did not
         if jira is not None and report.jira is not None:
             await collect_issues(settings, jira, store, report.jira, console)
+            await comment_groups(settings, jira, store)  # comments fetched since may name groups the permissions did not
             await convert_issues(settings, store, report.jira, console)
         report.sinks = await _sinks(settings, store, console, content=True, started=started, open_index=open_index, usage=report.usage, jira=jira is not None)
     if report.jira is not None:

@@ -319,7 +319,9 @@ class _Filters:
 
 
 def _kind(doc_id: str) -> str:
-    return doc_id.partition(":")[0]  # "page" or "issue"
+    """"page" or "issue": a restricted Jira comment is Jira content, filtered with issues."""
+    kind = doc_id.partition(":")[0]
+    return "issue" if kind == "comment" else kind
 
 
 def _checked(query: str, top_k: int, spaces: Sequence[str] | None, projects: Sequence[str] | None, response_format: str) -> str:
@@ -370,7 +372,7 @@ def _within_budget(items: Sequence[GraphHit], free: AbstractSet[str], budget: in
 def _hit(summary: PageSummary, ranked: _Ranked, snippet: str) -> SearchHit:
     return SearchHit(
         id=summary.id,
-        kind=_kind(summary.id),
+        kind=summary.id.partition(":")[0],  # "page", "issue" or "comment"
         title=summary.title,
         space=summary.space_id,
         breadcrumb=[crumb.title for crumb in summary.ancestors],

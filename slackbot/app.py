@@ -21,10 +21,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from authz.client import OpenFGAClient
 from core.errors import ConfigurationError
 from core.settings import Settings
-from slackbot.bot import Audience, Directory, SlackBot, TokenSigner
+from slackbot.bot import Audience, Directory, ServerDelegation, SlackBot, TokenSigner
 
 EVENTS_PATH = "/slack/events"
 #: event ids remembered to answer each event once
@@ -47,8 +46,8 @@ def mcp_url(settings: Settings) -> str:
 
 @asynccontextmanager
 async def opened_bot(settings: Settings, slack: AsyncWebClient) -> AsyncIterator[SlackBot]:
-    """The bot with its backends: OpenFGA (grants and the audience's checks), the Atlassian
-    directory, and Gemini when a key is set."""
+    """The bot with its backends: the MCP server (searches, grants and the audience's checks),
+    the Atlassian directory, and Gemini when a key is set. It opens no OpenFGA connection."""
     from devstack.atlassian.service import jira_sync_source
 
     directory_source = jira_sync_source(settings)
@@ -62,9 +61,9 @@ async def opened_bot(settings: Settings, slack: AsyncWebClient) -> AsyncIterator
     url = mcp_url(settings)
     signer = TokenSigner(settings.slack, settings.slack.token_audience or url)
     directory = Directory(slack, directory_source.user_by_email, settings.slack.directory_ttl_s)
-    async with OpenFGAClient(settings.openfga) as authorizer:
-        audience = Audience(slack, directory, authorizer, settings.slack.max_audience, settings.openfga.check_timeout_s)
-        yield SlackBot(settings.slack, slack, authorizer, directory, audience, signer, url, compose)
+    delegation = ServerDelegation(url, signer)
+    audience = Audience(slack, directory, delegation, settings.slack.max_audience)
+    yield SlackBot(settings.slack, slack, delegation, directory, audience, signer, url, compose)
 
 
 class _Once:

@@ -6,7 +6,10 @@
    conversation (``task: slack-<team>-<channel>-<user>``, renewed by each question, expiring after
    ``grant_ttl``) and calls the MCP server with a token it signs for five minutes: ``sub`` the user,
    ``act.sub`` the bot, ``task`` the conversation. The server's gate checks the user's rights and
-   the grant together (DESIGN.md A2); the bot sees only what the asker may see.
+   the grant together (DESIGN.md A2); the bot sees only what the asker may see. The bot holds no
+   OpenFGA credential: the server writes the grant (``POST /agent/grant``, for this agent, user
+   and task alone, no longer than the agent's ``max_grant_ttl``) and answers the audience's checks
+   (``POST /agent/audience``), both with the same signed token (:mod:`mcp_app.agents`).
 3. **An answer from the authorized hits only.** With a Gemini key, composed by Gemini from the
    hits' titles and snippets, citing them; offline, the top hits with their snippets.
 4. **Posted where every reader may see it, or to the asker alone (A12).** What an answer shows
@@ -15,10 +18,10 @@
    private channel, a DM or a group DM are its members; of a public channel, the whole workspace
    (``users.list``), since anyone may open it and read its history later. The answer goes to the
    conversation only if every reader — the bot aside — is a full member of the bot's own team,
-   mapped to a directory user allowed to view every object the answer shows (live OpenFGA checks,
-   one BatchCheck per user). Otherwise, or when that cannot be decided (a channel shared with
+   mapped to a directory user allowed to view every object the answer shows (the server's live
+   OpenFGA checks, one BatchCheck per user). Otherwise, or when that cannot be decided (a channel shared with
    another organisation, more readers than ``max_audience``, a guest, a stranger, a reader not in
-   the directory, another bot, a link the bot cannot name by id, Slack or OpenFGA failing), it is
+   the directory, another bot, a link the bot cannot name by id, Slack or the server failing), it is
    an ephemeral message that only the asker sees. The asker's own DM with the bot has no other
    reader, ever: an answer there is posted without a check.
 """
@@ -32,7 +35,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import httpx
 import jwt
@@ -45,13 +48,12 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from authz import grants
-from authz.base import Authorizer, TupleStore
-from authz.gate import Gate
 from core import ids
 from core.errors import ConfigurationError, InvalidArgument, WayfinderError
 from core.models import Principal
 from core.settings import SlackSettings
 from core.references import UNRESOLVED, references
+from mcp_app.agents import AUDIENCE_PATH, GRANT_PATH
 
 log = logging.getLogger("wayfinder.slackbot")
 T = TypeVar("T")
@@ -63,8 +65,10 @@ _MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^>]*)?>")
 _LINK_OPENING = re.compile(r"<[^|>]*\|")
 #: characters of a hit's snippet an answer shows
 SNIPPET_CHARS = 280
-#: members whose rights are checked at once
+#: Slack users read at once (users.info and the directory)
 CONCURRENT_MEMBERS = 8
+#: seconds the bot waits for the MCP server's grant and audience answers
+SERVER_TIMEOUT_S = 10.0
 #: entries the bot asks for per users.list and conversations.members page
 SLACK_PAGE = 200
 #: conversation flags that let people beyond this workspace in: Slack Connect, other workspaces
@@ -116,6 +120,53 @@ class TokenSigner:
             "task": principal.task, "iat": now, "exp": now + self._settings.token_lifetime_s, "jti": uuid.uuid4().hex,
         }
         return jwt.encode(claims, self._key, algorithm="RS256")
+
+
+@dataclass(frozen=True)
+class Asker:
+    """Who asked: the Slack user, the principal the bot acts as for them, and their raw directory name."""
+
+    slack_user: str
+    principal: Principal
+    name: str
+
+
+class Delegation(Protocol):
+    """What the bot asks of OpenFGA. It holds no OpenFGA credential: in production the MCP server
+    answers (:class:`ServerDelegation`, :mod:`mcp_app.agents`)."""
+
+    async def grant(self, principal: Principal, name: str, ttl: str) -> None:
+        """Let the bot act for ``principal``'s user (raw directory ``name``) on its task for ``ttl``."""
+
+    async def all_see(self, principal: Principal, name: str, readers: Sequence[str], objects: Sequence[str]) -> bool:
+        """May every reader (raw directory names) view every object, asked as ``principal``?"""
+
+
+class ServerDelegation:
+    """The MCP server's agent endpoints, each call with a token the bot signs for the asker."""
+
+    def __init__(self, mcp_url: str, signer: TokenSigner, timeout_s: float = SERVER_TIMEOUT_S) -> None:
+        self._url, self._signer, self._timeout_s = httpx.URL(mcp_url), signer, timeout_s
+
+    async def grant(self, principal: Principal, name: str, ttl: str) -> None:
+        await self._post(GRANT_PATH, principal, name, {"ttl": ttl})
+
+    async def all_see(self, principal: Principal, name: str, readers: Sequence[str], objects: Sequence[str]) -> bool:
+        answer = await self._post(AUDIENCE_PATH, principal, name, {"readers": list(readers), "objects": list(objects)})
+        return answer.get("all_may_see") is True
+
+    async def _post(self, path: str, principal: Principal, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        headers = {"authorization": f"Bearer {self._signer.token(principal, name)}"}
+        async with httpx.AsyncClient(timeout=self._timeout_s) as client:
+            response = await client.post(self._url.join(path), json=body, headers=headers)
+        try:
+            answer = response.json()
+        except ValueError:
+            answer = {}
+        if response.status_code != 200 or not isinstance(answer, dict):
+            error = answer.get("error") if isinstance(answer, dict) else None
+            raise WayfinderError(f"the MCP server refused {path} (HTTP {response.status_code}): {error or 'no reason given'}")
+        return answer
 
 
 @dataclass(frozen=True)
@@ -189,26 +240,26 @@ class Directory:
 class Audience:
     """May every reader of a conversation see every cited object (DESIGN.md A12)?"""
 
-    def __init__(self, slack: AsyncWebClient, directory: Directory, authorizer: Authorizer, max_members: int, deadline_s: float) -> None:
-        self._slack, self._directory, self._authorizer = slack, directory, authorizer
-        self._max_members, self._deadline_s = max_members, deadline_s
+    def __init__(self, slack: AsyncWebClient, directory: Directory, delegation: Delegation, max_members: int) -> None:
+        self._slack, self._directory, self._delegation = slack, directory, delegation
+        self._max_members = max_members
         self._own: tuple[str, str | None] | None = None  # the bot's team and user, read once from auth.test
 
-    async def all_may_see(
-        self, channel: str, cited: Sequence[str] | None, bot_user: str | None, asker: str | None = None
-    ) -> bool:
+    async def all_may_see(self, channel: str, cited: Sequence[str] | None, bot_user: str | None, asker: Asker) -> bool:
         """True only when it is decided that they may; any doubt or failure is False, and so is
         ``cited`` None (what the answer shows is not known). The asker's own DM with the bot needs
-        no check: no one else reads it, ever, and an ephemeral answer would show the asker the same."""
+        no check: no one else reads it, ever, and an ephemeral answer would show the asker the same.
+        The readers' rights are the server's answer (one question per answer), asked as the asker."""
         try:
             conversation: dict[str, Any] = (await self._slack.conversations_info(channel=channel))["channel"]
-            if asker is not None and conversation.get("is_im") is True and conversation.get("user") == asker:
+            if conversation.get("is_im") is True and conversation.get("user") == asker.slack_user:
                 return True
             if cited is None:
                 raise _Undecided("the answer links to a page or issue the bot cannot name by id")
-            shown = cited
+            if not cited:
+                return True  # nothing shown
             users = await self._readers(channel, conversation, bot_user)
-            return all(await _bounded(lambda user: self._sees_all(user, shown), users))
+            return await self._delegation.all_see(asker.principal, asker.name, sorted(users), list(cited))
         except Exception as exc:  # noqa: BLE001 - whatever failed, it is not decided that they may: fail closed
             why = str(exc) if isinstance(exc, _Undecided) else type(exc).__name__
             log.warning("could not decide who may read channel %s (%s): answering the asker alone", channel, why)
@@ -231,10 +282,6 @@ class Audience:
         if None in users:
             raise _Undecided("a reader is a guest, a stranger, another bot or not in the directory")
         return {user for user in users if user is not None}
-
-    async def _sees_all(self, user: str, cited: Sequence[str]) -> bool:
-        gate = Gate(self._authorizer, Principal(user=ids.user_name(user)), self._deadline_s)
-        return await gate.visible(cited) == set(cited)
 
     async def _bot_identity(self) -> tuple[str, str | None]:
         """The bot's team (an account of any other is a stranger here) and its own user."""
@@ -320,7 +367,7 @@ class SlackBot:
         self,
         settings: SlackSettings,
         slack: AsyncWebClient,
-        grants_store: TupleStore,
+        delegation: Delegation,
         directory: Directory,
         audience: Audience,
         signer: TokenSigner,
@@ -329,10 +376,10 @@ class SlackBot:
     ) -> None:
         try:  # a bad agent id or lifetime is a configuration error at start, not at the first question
             ids.agent_id(settings.agent)
-            self._ttl = grants.parse_ttl(settings.grant_ttl)
+            grants.parse_ttl(settings.grant_ttl)
         except InvalidArgument as exc:
             raise ConfigurationError(f"WAYFINDER_SLACK__AGENT / WAYFINDER_SLACK__GRANT_TTL: {exc}") from exc
-        self._settings, self._slack, self._grants = settings, slack, grants_store
+        self._settings, self._slack, self._delegation = settings, slack, delegation
         self._directory, self._audience, self._signer = directory, audience, signer
         self._mcp_url, self._compose = mcp_url, compose
 
@@ -362,7 +409,7 @@ class SlackBot:
             return
         task = _task(team, channel, user)
         principal = Principal(user=ids.user_name(asker), agent=self._settings.agent, task=task)
-        await grants.grant(self._grants, principal.user, self._settings.agent, task, self._ttl)
+        await self._delegation.grant(principal, asker, self._settings.grant_ttl)
         try:
             hits = await self._search(principal, asker, question)
         except ToolError as exc:
@@ -372,7 +419,7 @@ class SlackBot:
             await self._private(channel, user, thread_ts, NOTHING.format(question=_escape(question)))
             return
         message = await self._message(question, hits)
-        if await self._audience.all_may_see(channel, _shown(message, hits), bot_user, asker=user):
+        if await self._audience.all_may_see(channel, _shown(message, hits), bot_user, Asker(user, principal, asker)):
             await self._slack.chat_postMessage(channel=channel, text=message, thread_ts=thread_ts, unfurl_links=False, unfurl_media=False)
         else:
             await self._private(channel, user, thread_ts, f"{message}\n\n{PRIVATE}")

@@ -19,10 +19,12 @@ README's data notes say so:
   security level *Security* (the Committers role); those of the contributors' meetings at *Internal*
   (the Developers role, and the issue's reporter). Roles: Developers (hive-users, hive-committers),
   Committers (hive-committers). So carol sees open issues, bob also Internal ones, alice all. The
-  sync account is named in both levels and in the Committers role, as an administrator grants a
-  real one: Jira exempts no administrator from a level or a comment's restriction.
+  sync account is named in both levels and in the Committers role, and is a member of the
+  hive-reviewers group, as an administrator grants a real one: Jira exempts no administrator from
+  a level or a comment's restriction.
 * **Restricted comments**: some open issues carry a comment restricted to the Committers role, or
-  to the hive-committers group, as teams keep review notes out of public view.
+  to the hive-reviewers group (alice and the sync account; a group no permission of the project
+  names), as teams keep review notes out of public view.
 * **People and time**: reporters, assignees, statuses and dates from a hash of the key.
 * **Links**: keys cited in one sentence relate to each other; "depends on"/"requires" makes the
   later key block the earlier, "duplicate" makes it a duplicate.
@@ -54,6 +56,7 @@ MAX_STEPS = 8
 MAX_RELATED_LINKS = 60
 
 REVIEW_NOTE = "Committers' review note on {key}: hold the backport until the follow-up patch lands."
+REVIEWERS = "hive-reviewers"  # the group some review notes are restricted to: named by no project permission
 
 _KEY = re.compile(r"\bHIVE-(\d+)\b")
 _LINK = re.compile(r"!?\[([^\]]*)\]\(([^)]*)\)")
@@ -92,6 +95,7 @@ async def seed_hive_jira(site: Site, corpus_dir: Path) -> None:
     )
     jira.set_browse(PROJECT_KEY, anyone=True)
     jira.add_level(PROJECT_KEY, SecurityLevel(SECURITY_LEVEL, "Security", users={sync}, roles={"Committers"}))
+    site.add_group(REVIEWERS, {account_id("alice"), sync})
     jira.add_level(PROJECT_KEY, SecurityLevel(INTERNAL_LEVEL, "Internal", users={sync}, roles={"Developers"}, reporter=True))
 
     planned: dict[str, _Planned] = {}
@@ -229,7 +233,7 @@ def _review(key: str, level: str | None) -> tuple[str, str] | None:
     to the group for another one in ten, none elsewhere."""
     if level is not None:
         return None
-    return {0: ("role", "Committers"), 1: ("group", "hive-committers")}.get(stable_hash(key, "review") % 10)
+    return {0: ("role", "Committers"), 1: ("group", REVIEWERS)}.get(stable_hash(key, "review") % 10)
 
 
 def _level(root: str) -> str | None:

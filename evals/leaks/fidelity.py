@@ -30,11 +30,14 @@ TIMED_TOOLS = ("fetch", "related", "get_ancestors", "fetch_image", "resolve_path
 @dataclass(frozen=True)
 class JiraTruth:
     """What the Jira site says: every issue, and for each login the issues its own JQL search
-    returns; the text of each issue's comments restricted to a role or group."""
+    returns; the text of each issue's comments restricted to a role or group, each such comment
+    by id with its issue and text, and for each login the ones Jira shows it with its issue."""
 
     issues: frozenset[str]
     visible: Mapping[str, frozenset[str]]
     restricted_comments: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    comments: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # comment:ID -> (issue, text)
+    comment_readers: Mapping[str, frozenset[str]] = field(default_factory=dict)  # login -> comment ids
 
 
 @dataclass(frozen=True)
@@ -92,20 +95,28 @@ class FidelityProbes:
                 self.judge("jira_issues", actor, f"fetch {issue}", access_verdict(issue in visible, answer, issue, self.refusal(actor)), answer)
 
     async def probe_jira_comments(self: LeakSuite) -> None:
-        """No word of a restricted comment reaches anyone through its issue: not in fetch, not in
+        """A restricted comment is a document of its own: fetched exactly by those Jira shows it
+        to (with its issue), and no word of it reaches anyone else, through its issue (fetch) or
         search (snippets, entities, relations)."""
         jira = self._jira()
         for actor in self.actors:
             visible = self.visible_issues(actor)
+            readable = self.visible_comments(actor)
             for issue, texts in sorted(jira.restricted_comments.items()):
                 if issue not in visible:
                     continue  # that the issue is hidden is jira_issues' question
                 answer = await self.call(actor, "fetch", id=issue)
                 verdict: Verdict = "false_denial" if answer.error else "leak" if _quotes(answer.raw, texts) else "ok"
                 self.judge("jira_comments", actor, f"fetch {issue}", verdict, answer)
-            for text in sorted({t for texts in jira.restricted_comments.values() for t in texts})[:5]:
+            for comment in sorted(jira.comments):
+                answer = await self.call(actor, "fetch", id=comment)
+                self.judge("jira_comments", actor, f"fetch {comment}", access_verdict(comment in readable, answer, comment, self.refusal(actor)), answer)
+            for comment in sorted(jira.comments)[:5]:
+                text = jira.comments[comment][1]
                 found = await self.call(actor, "search", query=text, top_k=10, response_format="detailed")
-                self.judge("jira_comments", actor, f"search {text[:40]!r}", "leak" if _quotes(found.raw, [text]) else "ok", found)
+                # Review notes share their wording but name their issue: a note is quoted whole or not at all.
+                others = [t for c, (_, t) in jira.comments.items() if c not in readable]
+                self.judge("jira_comments", actor, f"search {text[:40]!r}", "leak" if any(t in found.raw for t in others) else "ok", found)
 
     # -- links ---------------------------------------------------------------------------------
 
@@ -226,9 +237,14 @@ class FidelityProbes:
         jira = self.target.jira
         return set(jira.visible.get(actor.login, ())) if jira is not None and actor.live else set()
 
+    def visible_comments(self: LeakSuite, actor: Actor) -> set[str]:
+        """The restricted comments Jira shows ``actor`` with their issues."""
+        jira = self.target.jira
+        return set(jira.comment_readers.get(actor.login, ())) if jira is not None and actor.live else set()
+
     def visible_to(self: LeakSuite, login: str) -> set[str]:
         jira = self.target.jira
-        return self.target.oracle.visible(login) | (set(jira.visible.get(login, ())) if jira else set())
+        return self.target.oracle.visible(login) | (set(jira.visible.get(login, ())) | set(jira.comment_readers.get(login, ())) if jira else set())
 
     def _answers_to_post(self: LeakSuite) -> list[tuple[str, ...]]:
         """Answers of one, two and three objects: open, restricted to committers, to bob alone,

@@ -75,6 +75,7 @@ NEEDS = {
     "timing": "timed", "revocation_stall": "stall_root",
 }
 _NUMBER = re.compile(r"(?<![\d])\d{5,20}(?![\d])")
+_COMMENT = re.compile(r"\bcomment:(\d+)\b")  # a restricted Jira comment's id, as every answer spells it
 
 
 @dataclass(frozen=True)
@@ -174,11 +175,13 @@ async def call_tool(client: Client, tool: str, arguments: dict[str, Any]) -> Ans
 
 
 def exposed(answer: Answer, hidden: set[str], canaries: Sequence[Canary] = ()) -> list[str]:
-    """The numeric ids of ``hidden`` pages, the canaries planted in them, and every reference (in
-    any spelling :mod:`core.references` reads) to a hidden page or issue, anywhere in an answer."""
+    """The numeric ids of ``hidden`` pages, the canaries planted in them, the ids of hidden
+    restricted comments, and every reference (in any spelling :mod:`core.references` reads) to a
+    hidden page or issue, anywhere in an answer."""
     hidden_numbers = {p.removeprefix("page:") for p in hidden if p.startswith("page:")}
     found = sorted(n for n in set(_NUMBER.findall(answer.raw)) if n in hidden_numbers)
     found += [c.phrase for c in canaries if c.page_id in hidden and c.phrase in answer.raw]
+    found += sorted(f"comment:{n}" for n in set(_COMMENT.findall(answer.raw)) if f"comment:{n}" in hidden)
     found += sorted(ref for ref in references(answer.raw) if ref in hidden and ref.removeprefix("page:") not in found)
     return found
 
@@ -208,15 +211,17 @@ class LeakSuite(FidelityProbes):
         self.report = Report(actors=[a.name for a in [*self.actors, *target.identity]], pages=len(target.oracle.pages))
         self._clients: dict[str, Client] = {}
         self._all_pages = {p.id for p in target.oracle.pages}
-        self._known = self._all_pages | set(target.jira.issues if target.jira else ())
+        self._known = self._all_pages | set(target.jira.issues if target.jira else ()) | set(target.jira.comments if target.jira else ())
         self._permissions = target.oracle.permissions
 
     # -- plumbing -------------------------------------------------------------------------------
 
     def visible(self, actor: Actor, oracle: Oracle | None = None) -> set[str]:
-        """Typed ids of every space, page and issue the source shows ``actor``: an entity or a
-        snippet standing on an issue is judged by the issue's readers."""
-        return (oracle or self.target.oracle).visible(actor.login) | self.visible_issues(actor) if actor.live else set()
+        """Typed ids of every space, page, issue and restricted comment the source shows ``actor``:
+        an entity or a snippet standing on an issue or a comment is judged by its readers."""
+        if not actor.live:
+            return set()
+        return (oracle or self.target.oracle).visible(actor.login) | self.visible_issues(actor) | self.visible_comments(actor)
 
     async def call(self, actor: Actor, tool: str, **arguments: Any) -> Answer:
         client = self._clients.get(actor.name)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.files import write_atomically
-from core.models import Issue, Page
+from core.models import Comment, Issue, Page
 from pipeline.raw_store import StoredPage
 from retrievers.base import IndexDocument, SemanticIndex
 
@@ -24,9 +24,10 @@ class IndexSync:
     unchanged: int
 
 
-def index_text(doc: Page | StoredPage | Issue) -> str:
-    """A page's text under its title; an issue's Markdown, which opens with its key and summary."""
-    if isinstance(doc, Issue):
+def index_text(doc: Page | StoredPage | Issue | Comment) -> str:
+    """A page's text under its title; an issue's or a restricted comment's Markdown, which opens
+    with its issue's key."""
+    if isinstance(doc, Issue | Comment):
         return doc.markdown
     return f"# {doc.title}\n\n{doc.markdown}"
 
@@ -53,7 +54,7 @@ class Manifest:
 async def sync_index(
     index: SemanticIndex,
     manifest: Manifest,
-    pages: Sequence[Page | Issue],
+    pages: Sequence[Page | Issue | Comment],
     on_progress: Callable[[int], None] | None = None,
 ) -> IndexSync:
     """Index what changed among ``pages`` (pages and issues) in one ``upsert`` (the index batches

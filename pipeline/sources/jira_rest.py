@@ -57,6 +57,7 @@ class RemoteComment:
     created: datetime
     body: Any  # as sent: wiki markup (Data Center) or an ADF document (Cloud)
     visibility: tuple[str, str] | None = None  # ("role" | "group", its name) when restricted; None: all who see the issue
+    id: str | None = None  # Jira's comment id: a restricted comment's document id
 
 
 @dataclass(frozen=True)
@@ -293,7 +294,10 @@ class JiraRestSource:
                 assignee=self._user(fields["assignee"]) if fields.get("assignee") else None,
                 description=fields.get("description"),
                 comments=tuple(
-                    RemoteComment(self.user_key(c["author"]) if c.get("author") else None, _parse_time(c["created"]), c.get("body"), _visibility(c))
+                    RemoteComment(
+                        self.user_key(c["author"]) if c.get("author") else None, _parse_time(c["created"]), c.get("body"), _visibility(c),
+                        str(c["id"]) if c.get("id") is not None else None,
+                    )
                     for c in comments
                 ),
                 links=tuple(
@@ -336,6 +340,18 @@ class JiraRestSource:
         subject = f"group:{jira_group_name(name)}#member"
         self._group_names[subject] = name
         return subject
+
+
+def comment_audience(project_key: str, visibility: Sequence[str]) -> str | None:
+    """Who reads a restricted comment besides seeing its issue, in OpenFGA spelling, as
+    :meth:`JiraRestSource.permissions` spells roles and groups; None for a restriction of a
+    kind Jira does not document (read by nobody)."""
+    kind, name = visibility
+    if kind == "role" and name:
+        return f"project_role:{project_key}.{safe_name(name)}#member"
+    if kind == "group" and name:
+        return f"group:{jira_group_name(name)}#member"
+    return None
 
 
 def _visibility(comment: dict[str, Any]) -> tuple[str, str] | None:

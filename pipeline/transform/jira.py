@@ -9,8 +9,8 @@ import threading
 from typing import Any
 
 # Raised when the conversion changes, so stored issues are converted again from their kept text
-# (2: restricted comments stay out of an issue's text).
-CONVERTER = 2
+# (2: restricted comments stay out of an issue's text; 3: and become documents of their own).
+CONVERTER = 3
 
 
 @functools.cache
@@ -144,3 +144,26 @@ def issue_markdown(key: str, summary: str, description: Any, comments: list[tupl
         parts.append("## Comments")
         parts += [f"**{author or 'unknown'}**, {when}:\n\n{to_markdown(body)}" for author, when, body in comments]
     return "\n\n".join(parts) + "\n"
+
+
+def comment_title(key: str, author: str | None, visibility: tuple[str, str] | list[str]) -> str:
+    """A restricted comment's title: its issue, its author and who may read it."""
+    kind, name = visibility
+    return f"{key}: comment by {author or 'unknown'} ({kind} {name})"
+
+
+def issue_texts(
+    key: str, summary: str, description: Any, comments: list[dict[str, Any]]
+) -> tuple[str, dict[str, str]]:
+    """An issue's Markdown (its description and the comments everyone who sees it sees) and, by
+    comment id, the Markdown of each comment restricted to a role or a group: its readers are
+    fewer than the issue's, so it is a document of its own (DESIGN.md A14), titled by its issue."""
+    shared = [(c.get("author"), c.get("created", ""), c.get("body")) for c in comments if not c.get("visibility")]
+    restricted = {
+        str(c["id"]): f"# {comment_title(key, c.get('author'), c['visibility'])}\n\n"
+        f"On {key}: {summary}. **{c.get('author') or 'unknown'}**, {c.get('created', '')}:\n\n{to_markdown(c.get('body'))}\n"
+        for c in comments
+        if c.get("visibility") and c.get("id")
+    }
+    return issue_markdown(key, summary, description, shared), restricted
+

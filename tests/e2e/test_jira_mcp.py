@@ -110,8 +110,9 @@ async def test_a_secured_issue_exists_only_for_those_on_its_level(jira_mcp):
 
 async def test_a_comment_restricted_to_a_role_or_a_group_never_joins_its_issues_text(jira_mcp):
     """DESIGN.md A14: the committers' review notes (visible in Jira to the Committers role, or the
-    hive-committers group, alone) have fewer readers than their open issues, so no reader of the
-    issue gets them through it: not in fetch, not in a snippet, not in an entity's description."""
+    hive-reviewers group, alone) have fewer readers than their open issues, so no reader of the
+    issue gets them through it: not in fetch, and carol (no committer) not in a snippet or an
+    entity's description either."""
     url, site = jira_mcp
     noted = [i for i in site.jira.issues.values() if any(c.visibility for c in i.comments)]
     assert {c.visibility[0] for i in noted for c in i.comments if c.visibility} == {"role", "group"}  # both kinds are seeded
@@ -121,6 +122,31 @@ async def test_a_comment_restricted_to_a_role_or_a_group_never_joins_its_issues_
             read = await call(url, user, "fetch", id=f"issue:{issue.key}")
             assert isinstance(read, dict) and read["id"] == f"issue:{issue.key}", read
             assert "review note" not in read["markdown"] and phrase not in read["markdown"], (user, issue.key)
-    for user in ("carol", "alice"):
-        found = await call(url, user, "search", query=phrase, top_k=10, response_format="detailed")
-        assert not any(phrase in text for text in strings_in(found)), user
+    found = await call(url, "carol", "search", query=phrase, top_k=10, response_format="detailed")
+    assert not any(phrase in text for text in strings_in(found))
+
+
+async def test_a_restricted_comment_is_a_document_its_readers_fetch_find_and_place_and_no_one_else_does(jira_mcp):
+    """DESIGN.md A14: a review note is a document of its own, read by its issue's readers in its
+    role or group (alice, a committer) and by nobody else (carol): fetch, search and get_ancestors
+    answer alice; carol's answers are those of an id that does not exist."""
+    url, site = jira_mcp
+    notes = {
+        kind: next((issue, c) for issue in sorted(site.jira.issues.values(), key=lambda i: i.number) for c in issue.comments if c.visibility and c.visibility[0] == kind)
+        for kind in ("role", "group")
+    }
+    for kind, (issue, comment) in notes.items():
+        read = await call(url, "alice", "fetch", id=f"comment:{comment.id}")
+        assert isinstance(read, dict), (kind, read)
+        assert REVIEW_NOTE.format(key=issue.key) in read["markdown"] and read["title"].startswith(f"{issue.key}: comment by"), kind
+        placed = await call(url, "alice", "get_ancestors", id=f"comment:{comment.id}")
+        assert isinstance(placed, dict) and placed["ancestors"][0]["id"] == "project:HIVE" and placed["ancestors"][-1]["id"] == f"issue:{issue.key}", placed
+        missing = "comment:99999999"
+        for tool in ("fetch", "get_ancestors"):
+            assert await call(url, "carol", tool, id=f"comment:{comment.id}") == await call(url, "carol", tool, id=missing), (kind, tool)
+    issue, comment = notes["role"]
+    found = await call(url, "alice", "search", query=REVIEW_NOTE.format(key=issue.key), top_k=10)
+    assert isinstance(found, dict)
+    assert f"comment:{comment.id}" in [hit["id"] for hit in found["hits"]] and "comment" in {hit["kind"] for hit in found["hits"]}
+    hidden = await call(url, "carol", "search", query=REVIEW_NOTE.format(key=issue.key), top_k=10)
+    assert isinstance(hidden, dict) and not [hit["id"] for hit in hidden["hits"] if hit["id"].startswith("comment:")]

@@ -21,7 +21,6 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 
 from authz.client import OpenFGAClient
-from authz.fake import FakeAuthorizer
 from authz.grants import list_grants
 from core.models import Principal
 from core.settings import AgentIssuer, GeminiSettings, JiraSettings, MCPSettings, OAuthSettings, Settings, SlackSettings
@@ -34,7 +33,8 @@ from evals.leaks.oracle import Oracle
 from mcp_app.auth import http_auth, http_identity
 from mcp_app.server import create_server, open_services
 from slackbot.app import EVENTS_PATH, bolt_app, http_app, opened_bot, web_client
-from slackbot.bot import NO_USER, PRIVATE, Audience, Directory, TokenSigner
+from mcp_app.agents import GRANT_PATH
+from slackbot.bot import NO_USER, PRIVATE, Asker, Audience, Directory, ServerDelegation, TokenSigner
 from tests.conftest import HiveSlice
 from tests.tokens import KEY
 
@@ -42,6 +42,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
 HOST, MCP_PORT = "127.0.0.1", 29767
 ISSUER = "https://slackbot.test.invalid/"
+NOWHERE = 9  # a loopback port nothing listens on
 SECRET = "slack-signing-secret-for-tests"
 BOT_TOKEN = "xoxb-test-bot-token"
 ALICE, BOB, CAROL, GUEST, APP = "UALICE", "UBOB", "UCAROL", "UGUEST", "UOTHERAPP"
@@ -59,6 +60,7 @@ class Harness:
     app: AsyncApp
     oracle: Oracle
     restricted: set[str]
+    services: Settings  # the stack's: the bot's own settings name no OpenFGA it could reach
 
     async def ask(self, user: str, channel: str, text: str, *, dm: bool = False, posts: int = 1) -> list[Post]:
         """``user`` mentions the bot in ``channel`` (or writes in its DM), through the signed
@@ -109,6 +111,8 @@ async def harness(indexed, services: Settings, hive_slice: HiveSlice):
         fake.base_url = slack_url
         settings = services.model_copy(
             update={
+                # The bot holds no OpenFGA credential and opens no connection: its OpenFGA is nowhere.
+                "openfga": services.openfga.model_copy(update={"http_port": NOWHERE, "preshared_key": SecretStr("not-the-key")}),
                 "jira": JiraSettings(url=f"{site}/jira", username=SYNC_LOGIN, token=SecretStr(TOKENS[SYNC_LOGIN]), cloud=False),
                 "slack": SlackSettings(
                     bot_token=BOT_TOKEN, signing_secret=SECRET, app_token=fake.app_token, api_url=f"{slack_url}/api/",
@@ -120,7 +124,7 @@ async def harness(indexed, services: Settings, hive_slice: HiveSlice):
         async with opened_bot(settings, slack) as bot:
             app = bolt_app(settings, slack, bot)
             async with serving_asgi(http_app(app), HOST, 0) as bot_url:
-                yield Harness(fake, bot_url + EVENTS_PATH, settings, app, oracle, restricted)
+                yield Harness(fake, bot_url + EVENTS_PATH, settings, app, oracle, restricted, services)
 
 
 async def test_an_answer_only_readers_of_its_pages_hear_is_posted_in_the_thread(harness: Harness) -> None:
@@ -150,7 +154,7 @@ async def test_the_bot_searches_as_the_asker_and_posts_what_every_member_may_see
             assert post.kind == ("message" if everyone else "ephemeral"), (user, question)
             kinds.append(post.kind)
     assert "message" in kinds and "ephemeral" in kinds  # both ways occur, each as the oracle has it
-    async with OpenFGAClient(harness.settings.openfga) as store:
+    async with OpenFGAClient(harness.services.openfga) as store:
         grants = {(g.user, g.agent, g.task) for g in await list_grants(store)}
     assert ("bob", "slack-bot", f"slack-{TEAM}-CMIXED-{BOB}") in grants
 
@@ -229,10 +233,47 @@ async def test_a_token_for_a_conversation_without_a_grant_reads_nothing(harness:
 async def test_when_permissions_cannot_be_checked_the_answer_stays_private(harness: Harness) -> None:
     slack = web_client(harness.settings)
     directory = Directory(slack, _directory_lookup, 0)
-    down = Audience(slack, directory, FakeAuthorizer(unavailable=True), 500, 1.0)
-    assert not await down.all_may_see("CCOMMITTERS", ["page:27362075"], BOT_USER)
-    small = Audience(slack, directory, FakeAuthorizer(unavailable=True), 1, 1.0)  # more members than it checks
-    assert not await small.all_may_see("CMIXED", ["page:27362075"], BOT_USER)
+    signer = TokenSigner(harness.settings.slack, harness.settings.slack.mcp_url or "")
+    asker = Asker(ALICE, Principal(user="alice", agent="slack-bot", task=f"slack-{TEAM}-CCOMMITTERS-{ALICE}"), "alice")
+    down = Audience(slack, directory, ServerDelegation(f"http://{HOST}:{NOWHERE}/mcp", signer), 500)  # no server answers
+    assert not await down.all_may_see("CCOMMITTERS", ["page:27362075"], BOT_USER, asker)
+    small = Audience(slack, directory, ServerDelegation(harness.settings.slack.mcp_url or "", signer), 1)  # more members than it checks
+    assert not await small.all_may_see("CMIXED", ["page:27362075"], BOT_USER, asker)
+
+
+async def test_the_server_writes_an_agents_grant_for_the_tokens_user_and_task_alone_and_no_longer_than_allowed(harness: Harness) -> None:
+    slack = harness.settings.slack
+    url = httpx.URL(slack.mcp_url or "")
+    signer = TokenSigner(slack, slack.mcp_url or "")
+    carol = Principal(user="carol", agent=slack.agent, task="slack-grant-test")
+    async with httpx.AsyncClient() as client:
+        refused = {
+            "no token": await client.post(url.join(GRANT_PATH), json={"ttl": "1h"}),
+            "a token no agent signed": await client.post(url.join(GRANT_PATH), json={"ttl": "1h"}, headers={"authorization": "Bearer not-a-jwt"}),
+            "longer than max_grant_ttl": await client.post(url.join(GRANT_PATH), json={"ttl": "9h"}, headers=_bearer(signer, carol)),
+            "no lifetime": await client.post(url.join(GRANT_PATH), json={}, headers=_bearer(signer, carol)),
+        }
+        assert {why: r.status_code for why, r in refused.items()} == {
+            "no token": 401, "a token no agent signed": 401, "longer than max_grant_ttl": 400, "no lifetime": 400,
+        }
+        async with OpenFGAClient(harness.services.openfga) as store:
+            assert not [g for g in await list_grants(store) if g.task == carol.task]  # nothing refused was written
+            made = await client.post(url.join(GRANT_PATH), json={"ttl": "1h"}, headers=_bearer(signer, carol))
+            assert made.status_code == 200, made.text
+            assert [(g.user, g.agent) for g in await list_grants(store) if g.task == carol.task] == [("carol", "slack-bot")]
+
+
+async def test_the_server_answers_an_audience_only_about_what_the_asker_may_see(harness: Harness) -> None:
+    slack = harness.settings.slack
+    delegation = ServerDelegation(slack.mcp_url or "", TokenSigner(slack, slack.mcp_url or ""))
+    for user in ("alice", "bob"):
+        await delegation.grant(Principal(user=user, agent=slack.agent, task=f"slack-audience-{user}"), user, "1h")
+    alice = Principal(user="alice", agent=slack.agent, task="slack-audience-alice")
+    bob = Principal(user="bob", agent=slack.agent, task="slack-audience-bob")
+    design = f"page:{DESIGN_DOCS}"
+    assert await delegation.all_see(alice, "alice", ["alice"], [design])  # the control
+    assert not await delegation.all_see(alice, "alice", ["alice", "bob"], [design])
+    assert not await delegation.all_see(bob, "bob", ["alice"], [design])  # alice may, but bob asks: no answer about it
 
 
 async def test_with_gemini_the_answer_is_composed_from_the_askers_hits_only(harness: Harness) -> None:
@@ -254,6 +295,10 @@ async def test_with_gemini_the_answer_is_composed_from_the_askers_hits_only(harn
     assert not [title for title in hidden_titles if title in call.prompt]
     shown = cited(post)
     assert shown and all(p.title in call.prompt for p in harness.oracle.pages if f"page:{p.page_id}" in shown)
+
+
+def _bearer(signer: TokenSigner, principal: Principal) -> dict[str, str]:
+    return {"authorization": f"Bearer {signer.token(principal, principal.user)}"}
 
 
 async def _directory_lookup(email: str) -> str | None:

@@ -9,7 +9,7 @@ import pytest
 from authz.client import OpenFGAClient
 from authz.gate import Gate
 from authz.tuples import issue_anchors, jira_tuples
-from core.models import ASSIGNEE, REPORTER, Issue, JiraPermissions, Principal
+from core.models import ASSIGNEE, REPORTER, Comment, Issue, JiraPermissions, Principal
 from core.settings import Settings
 from pipeline.sinks.openfga import sync_tuples
 
@@ -103,5 +103,38 @@ async def test_a_level_shared_with_another_project_admits_only_this_projects_rol
     try:
         seen_by_quinn = await Gate(fga, Principal(user="quinn")).visible(["project:P", "issue:P-1", "issue:P-2", "issue:Q-1"])
         assert seen_by_quinn == {"project:P", "issue:P-1", "issue:Q-1"}  # browse P, Security only in Q
+    finally:
+        await sync_tuples(fga, jira_tuples("P", ISSUES, PERMS))
+
+
+def comment(number: int, issue_key: str, audience: str) -> Comment:
+    return Comment(comment_id=str(number), issue_key=issue_key, project_key="P", audience=audience, title="t", url="u", markdown="m")
+
+
+async def test_a_restricted_comment_is_read_by_its_issues_readers_in_its_role_or_group_and_an_unwritable_one_by_nobody(fga):
+    """DESIGN.md A14 on the engine: a comment restricted to a role or a group is a document of its
+    own, never wider than its issue; an audience the model cannot hold is refused and reported,
+    and the comment is then read by nobody while every other tuple is written."""
+    notes = {
+        "P-5": (comment(100, "P-5", "project_role:P.Committers#member"), comment(101, "P-5", "group:committers#member"),
+                comment(102, "P-5", "project_role:P.Dev elopers#member"), comment(103, "P-5", "holder:x")),
+        "P-2": (comment(104, "P-2", "project_role:P.Developers#member"),),
+    }
+    issues = [i.model_copy(update={"comments": notes.get(i.key, ())}) for i in ISSUES]
+    refused: list = []
+    await sync_tuples(fga, jira_tuples("P", issues, PERMS, refused))
+    try:
+        assert sorted(r.object for r in refused) == ["comment:102", "comment:103"]
+        objects = [f"comment:{n}" for n in range(100, 105)]
+        seen_comments = {user: await Gate(fga, Principal(user=user)).visible(objects) for user in EVERYONE}
+        assert seen_comments == {
+            "alice": {"comment:100", "comment:101", "comment:104"},
+            "bob": set(),  # reads P-5, in neither the role nor the group
+            "erin": set(),  # a developer, but P-2's level is the Committers'
+            "frank": set(),
+            "carol": set(),
+        }
+        anchor_of = issue_anchors("P", issues, PERMS)
+        assert all(anchor_of[c] == c for c in objects)  # each is its own anchor
     finally:
         await sync_tuples(fga, jira_tuples("P", ISSUES, PERMS))

@@ -1,6 +1,6 @@
 """Jira text to Markdown: wiki markup through jira2markdown, ADF node by node, nothing dropped."""
 
-from pipeline.transform.jira import adf_to_markdown, to_markdown, wiki_to_markdown
+from pipeline.transform.jira import adf_to_markdown, issue_texts, to_markdown, wiki_to_markdown
 
 
 def text(value: str, *marks: dict) -> dict:
@@ -46,3 +46,17 @@ def test_either_form_and_nothing():
     assert to_markdown({"type": "doc", "content": [{"type": "paragraph", "content": [text("adf")]}]}) == "adf"
     assert to_markdown("plain") == "plain"
     assert to_markdown(None) == "" and adf_to_markdown("not a document") == ""
+
+
+def test_a_restricted_comment_is_a_document_of_its_own_and_never_part_of_its_issues_text():
+    comments = [
+        {"id": "10", "author": "bob", "created": "2024-01-02T00:00:00+00:00", "body": "Everyone may read *this*.", "visibility": None},
+        {"id": "11", "author": "alice", "created": "2024-01-03T00:00:00+00:00", "body": "Only committers: *hold*.", "visibility": ["role", "Committers"]},
+        {"id": "12", "author": "alice", "created": "2024-01-04T00:00:00+00:00", "body": {"type": "doc", "content": [
+            {"type": "paragraph", "content": [{"type": "text", "text": "Reviewers only."}]}]}, "visibility": ["group", "reviewers"]},
+    ]
+    issue, restricted = issue_texts("HIVE-1", "A summary", "The description.", comments)
+    assert "Everyone may read" in issue and "hold" not in issue and "Reviewers only" not in issue
+    assert sorted(restricted) == ["11", "12"]
+    assert restricted["11"].startswith("# HIVE-1: comment by alice (role Committers)\n") and "Only committers: **hold**." in restricted["11"]  # wiki bold, as Markdown
+    assert "Reviewers only." in restricted["12"] and "(group reviewers)" in restricted["12"]

@@ -16,11 +16,13 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from authz.fake import FakeAuthorizer, FakeTupleStore
 from authz.tuples import can_view
+from core.models import Principal
 from core.settings import SlackSettings
 from core.references import UNRESOLVED, references
 from devstack.fake_slack import BOT_USER, PARTNER_TEAM, TEAM, FakeSlack, Post, guest, person, stranger
+from devstack.leak_plants import InProcessDelegation
 from devstack.serving import serving, serving_asgi
-from slackbot.bot import PRIVATE, Audience, Compose, Directory, SlackBot, TokenSigner
+from slackbot.bot import PRIVATE, Asker, Audience, Compose, Directory, SlackBot, TokenSigner
 from tests.tokens import KEY
 
 pytestmark = pytest.mark.timeout(30)
@@ -30,6 +32,7 @@ BOT_TOKEN = "xoxb-audience-tests"
 ALICE, BOB, CAROL, GUEST, STRANGER, FOREIGN, GONE, APP = "UALICE", "UBOB", "UCAROL", "UGUEST", "USTRANGE", "UFOREIGN", "UGONE", "UAPP"
 OPEN, MEMBERS_ONLY, ALICES = "page:1", "page:2", "page:3"  # read by all three, by alice and bob, by alice alone
 SPACE = "space:HIVE"  # the space of every page, open to all
+ALICE_ASKS = Asker(ALICE, Principal(user="alice"), "alice")  # alice asks, as the bot acts for her
 # who may read what; the guest and the people of other teams may read every page, so only their
 # being a guest or a stranger can keep an answer private
 READS = {
@@ -50,7 +53,7 @@ class Slack:
     hits: list[dict[str, Any]] = field(default_factory=list)  # what the MCP server's search returns
 
     def audience(self, max_members: int = 50) -> Audience:
-        return Audience(self.client, Directory(self.client, _lookup, 0), self.authorizer, max_members, 1.0)
+        return Audience(self.client, Directory(self.client, _lookup, 0), InProcessDelegation(self.authorizer, None, 1.0), max_members)
 
     def asked_about(self) -> set[str]:
         """The users OpenFGA was asked about."""
@@ -128,12 +131,12 @@ async def test_the_fake_lists_the_workspaces_accounts_page_by_page(slack: Slack)
 
 async def test_a_public_channel_is_read_by_the_whole_workspace_not_only_its_members(slack: Slack) -> None:
     # alice and bob, its members, may read the page; carol may open the channel and may not
-    assert not await slack.audience().all_may_see("CPUBLIC", [MEMBERS_ONLY], BOT_USER)
+    assert not await slack.audience().all_may_see("CPUBLIC", [MEMBERS_ONLY], BOT_USER, ALICE_ASKS)
     assert "user:carol" in slack.asked_about()
 
 
 async def test_a_public_channel_gets_the_answer_when_every_workspace_member_may_see_it(slack: Slack) -> None:
-    assert await slack.audience().all_may_see("CPUBLIC", [OPEN], BOT_USER)
+    assert await slack.audience().all_may_see("CPUBLIC", [OPEN], BOT_USER, ALICE_ASKS)
     # every full member was checked, whether in the channel or not; no deleted account, bot,
     # Slackbot or guest outside the channel counts as a reader
     assert slack.asked_about() == {"user:alice", "user:bob", "user:carol"}
@@ -143,21 +146,21 @@ async def test_a_public_channel_gets_the_answer_when_every_workspace_member_may_
 async def test_a_workspace_larger_than_max_audience_keeps_a_public_answer_private(slack: Slack) -> None:
     slack.fake.users["UDAN"] = person("UDAN", "dan@example.com")
     slack.authorizer.allowed.add(can_view("user:dan", OPEN))
-    assert await slack.audience(max_members=4).all_may_see("CPUBLIC", [OPEN], BOT_USER)
+    assert await slack.audience(max_members=4).all_may_see("CPUBLIC", [OPEN], BOT_USER, ALICE_ASKS)
     # the channel's three members (the bot with them) fit; its four readers do not
-    assert not await slack.audience(max_members=3).all_may_see("CPUBLIC", [OPEN], BOT_USER)
+    assert not await slack.audience(max_members=3).all_may_see("CPUBLIC", [OPEN], BOT_USER, ALICE_ASKS)
 
 
 @pytest.mark.parametrize("channel", ["CPRIVATE", "GMPIM", "DALICE"])
 async def test_a_private_conversation_is_read_by_its_members_alone(slack: Slack, channel: str) -> None:
     # carol may not read the page, and cannot open a private channel, a group DM or alice's DM
-    assert await slack.audience().all_may_see(channel, [MEMBERS_ONLY], BOT_USER)
+    assert await slack.audience().all_may_see(channel, [MEMBERS_ONLY], BOT_USER, ALICE_ASKS)
     assert "users.list" not in slack.fake.calls and "user:carol" not in slack.asked_about()
 
 
 async def test_a_channel_shared_with_another_organisation_keeps_the_answer_private(slack: Slack) -> None:
     # its members may read the page, but the other organisation reads the channel too
-    assert not await slack.audience().all_may_see("CSHARED", [OPEN], BOT_USER)
+    assert not await slack.audience().all_may_see("CSHARED", [OPEN], BOT_USER, ALICE_ASKS)
 
 
 @pytest.mark.parametrize(
@@ -166,19 +169,19 @@ async def test_a_channel_shared_with_another_organisation_keeps_the_answer_priva
 )
 async def test_a_guest_or_a_member_of_another_organisation_keeps_the_answer_private(slack: Slack, channel: str, who: str) -> None:
     # the member's e-mail address maps to a directory user who may read the page
-    assert not await slack.audience().all_may_see(channel, [OPEN], BOT_USER), who
+    assert not await slack.audience().all_may_see(channel, [OPEN], BOT_USER, ALICE_ASKS), who
 
 
 async def test_a_single_channel_guest_in_a_public_channel_keeps_the_answer_private(slack: Slack) -> None:
     slack.fake.users[GUEST] = guest(GUEST, "gus@example.com", single_channel=True)
     slack.fake.channels["CPUBLIC"].append(GUEST)
-    assert not await slack.audience().all_may_see("CPUBLIC", [OPEN], BOT_USER)
+    assert not await slack.audience().all_may_see("CPUBLIC", [OPEN], BOT_USER, ALICE_ASKS)
 
 
 @pytest.mark.parametrize("method", ["conversations.info", "users.list", "auth.test", "conversations.members"])
 async def test_when_slack_fails_the_answer_stays_private(slack: Slack, method: str) -> None:
     slack.fake.failing.add(method)
-    assert not await slack.audience().all_may_see("CPUBLIC", [OPEN], BOT_USER)
+    assert not await slack.audience().all_may_see("CPUBLIC", [OPEN], BOT_USER, ALICE_ASKS)
     assert method in slack.fake.calls
 
 
@@ -216,8 +219,9 @@ async def mcp_url(slack: Slack) -> AsyncIterator[str]:
 def bot_for(slack: Slack, mcp_url: str, compose: Compose | None = None) -> SlackBot:
     settings = SlackSettings(token_private_key=SecretStr(KEY.as_pem(private=True).decode()))
     directory = Directory(slack.client, _lookup, 0)
-    audience = Audience(slack.client, directory, slack.authorizer, 50, 1.0)
-    return SlackBot(settings, slack.client, FakeTupleStore(), directory, audience, TokenSigner(settings, mcp_url), mcp_url, compose)
+    delegation = InProcessDelegation(slack.authorizer, FakeTupleStore(), 1.0)
+    audience = Audience(slack.client, directory, delegation, 50)
+    return SlackBot(settings, slack.client, delegation, directory, audience, TokenSigner(settings, mcp_url), mcp_url, compose)
 
 
 def hit(page: str, snippet: str) -> dict[str, Any]:
