@@ -65,10 +65,15 @@ async def whole_hive(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[
                     open_index=lambda _settings, _usage: index, jira=_jira(url),
                 )
             assert not report.failed and report.jira is not None and len(report.jira.added) == len(site.jira.issues)
-            # Issues go to the semantic index beside the pages, and the pre-filter keys hold them.
-            assert {f"issue:{key}" for key in site.jira.issues} <= await index.indexed_doc_ids()
+            # Issues and their restricted comments (each a document of its own, which the sync
+            # account reads: it holds the role and the group) go to the semantic index beside the
+            # pages, and the pre-filter keys hold them.
+            notes = {f"comment:{c.id}" for issue in site.jira.issues.values() for c in issue.comments if c.visibility}
+            documents = {f"issue:{key}" for key in site.jira.issues} | notes
+            assert notes and documents <= await index.indexed_doc_ids()
             keys = AclKeys.load(synced.index_dir / ACL_FILE).by_space["project:HIVE"]
-            assert keys["project:HIVE"] and {doc for docs in keys.values() for doc in docs} == {f"issue:{key}" for key in site.jira.issues}
+            assert keys["project:HIVE"] and {doc for docs in keys.values() for doc in docs} == documents
+            assert all(keys[note] == (note,) for note in notes)  # each its own anchor
             yield synced, site, url
         finally:
             stack.down(synced)

@@ -178,15 +178,15 @@ async def test_jira_issues_reconcile_keep_their_text_and_convert_again_when_need
     listing = [issue("P-1", level=1), issue("P-2", "P-1"), issue("P-3", "P-1")]
     first = await store.reconcile_issues("P", listing)
     assert first.added == ["P-1", "P-2", "P-3"] and first.stale == ["P-1", "P-2", "P-3"]
-    comment = RemoteComment("bob", WHEN, {"type": "doc", "content": []})
+    comment = RemoteComment("bob", WHEN, {"type": "doc", "content": []}, ("role", "Committers"), "10")
     await store.save_issue_bodies([replace(i, description=f"text of {i.key}", comments=(comment,), links=(("Relates", "outward", "P-2"),)) for i in listing])
     held = {i.listed.key: i for i in await store.issues("P")}
     assert all(not i.needs_body and i.needs_conversion for i in held.values())
     assert held["P-2"].body == {
-        "format": 2, "description": "text of P-2", "links": [["Relates", "outward", "P-2"]],
-        "comments": [{"author": "bob", "created": WHEN.isoformat(), "body": {"type": "doc", "content": []}, "visibility": None}],
+        "format": 3, "description": "text of P-2", "links": [["Relates", "outward", "P-2"]],
+        "comments": [{"id": "10", "author": "bob", "created": WHEN.isoformat(), "body": {"type": "doc", "content": []}, "visibility": ["role", "Committers"]}],
     }
-    await store.save_issue_markdown("P-2", held["P-2"].body_updated, "# P-2\n")
+    await store.save_issue_markdown("P-2", held["P-2"].body_updated, "# P-2\n", {"10": "# P-2: comment by bob (role Committers)\n"})
 
     later = datetime(2024, 2, 1, tzinfo=UTC)
     changes = await store.reconcile_issues("P", [issue("P-1", level=1), issue("P-2", None, security="7"), issue("P-4", "P-1", updated=later)])
@@ -194,6 +194,7 @@ async def test_jira_issues_reconcile_keep_their_text_and_convert_again_when_need
     held = {i.listed.key: i for i in await store.issues("P")}
     assert set(held) == {"P-1", "P-2", "P-4"} and held["P-2"].listed.security_level == "7" and held["P-2"].listed.parent_key is None
     assert held["P-2"].markdown == "# P-2\n" and not held["P-2"].needs_conversion and held["P-4"].needs_body
+    assert held["P-2"].comment_markdown == {"10": "# P-2: comment by bob (role Committers)\n"}  # the restricted comment's own text
     await store.set_jira_watermark("P", later)
     assert await store.jira_watermark("P") == later
 
