@@ -90,7 +90,7 @@ async def run_sinks(
     # Beside the index, in step with the tuples: which pages share a view check (the pre-filter's keys).
     settings.index_dir.mkdir(parents=True, exist_ok=True)
     keys = {ids.space_id(s.key): anchors(s.key, pages_by_space[s.key], permissions) for s in spaces}
-    keys |= {project.id: issue_anchors(project.key, issues, project_permissions) for project, issues, project_permissions in jira}
+    keys |= {project.id: issue_anchors(project.key, issues, project_permissions, hidden) for project, issues, project_permissions in jira}
     AclKeys.of({container: {doc: anchor for doc, anchor in docs.items() if doc not in hidden} for container, docs in keys.items()}).save(settings.index_dir / ACL_FILE)
     if not content:
         return IndexReport(len(spaces), len(all_pages), tuples, None, 0.0, time.monotonic() - started, refused)

@@ -134,7 +134,15 @@ async def test_a_restricted_comment_is_read_by_its_issues_readers_in_its_role_or
             "frank": set(),
             "carol": set(),
         }
-        anchor_of = issue_anchors("P", issues, PERMS)
-        assert all(anchor_of[c] == c for c in objects)  # each is its own anchor
+        # Comments sharing their issue's anchor and their audience share one anchor: one check answers each.
+        more = [i.model_copy(update={"comments": (*i.comments, comment(105, "P-6", "project_role:P.Committers#member"))}) if i.key == "P-6" else i for i in issues]
+        await sync_tuples(fga, jira_tuples("P", more, PERMS))
+        anchor_of = issue_anchors("P", more, PERMS)
+        assert anchor_of["comment:105"] == "comment:100" and anchor_of["comment:101"] == "comment:101" and anchor_of["comment:104"] == "comment:104"
+        assert issue_anchors("P", more, PERMS, hidden={"comment:100"})["comment:105"] == "comment:105"  # a hidden one answers for nobody
+        noted = [*objects, "comment:105"]
+        for user in EVERYONE:
+            visible = await Gate(fga, Principal(user=user)).visible(noted + [anchor_of[c] for c in noted])
+            assert {c for c in noted if anchor_of[c] in visible} == {c for c in noted if c in visible}, user
     finally:
         await sync_tuples(fga, jira_tuples("P", ISSUES, PERMS))
