@@ -184,8 +184,8 @@ async def slack_audience(authorizer: Authorizer, deadline_s: float) -> AsyncIter
 class InProcessDelegation:
     """The answers the MCP server gives the bot (:mod:`mcp_app.agents`), computed in this process
     with the same functions: for tests and the leak suite, which judge the bot's decisions, not
-    the HTTP hop to the server. The asker's own check is asked for the user alone, as the server
-    asks it once the grant is written (no grant is needed where none is checked)."""
+    the HTTP hop to the server. The asker's own check is asked for the user alone: the server asks
+    it as the agent, through the grant it has just written, and here no grant is written."""
 
     def __init__(self, authorizer: Authorizer, store: TupleStore | None, deadline_s: float) -> None:
         self._authorizer, self._store, self._deadline_s = authorizer, store, deadline_s
