@@ -23,6 +23,7 @@ from starlette.routing import Route
 
 from core.errors import ConfigurationError
 from core.settings import Settings
+from pipeline.sources.jira_rest import JiraRestSource
 from slackbot.bot import Audience, Directory, ServerDelegation, SlackBot, TokenSigner
 
 EVENTS_PATH = "/slack/events"
@@ -48,11 +49,9 @@ def mcp_url(settings: Settings) -> str:
 async def opened_bot(settings: Settings, slack: AsyncWebClient) -> AsyncIterator[SlackBot]:
     """The bot with its backends: the MCP server (searches, grants and the audience's checks),
     the Atlassian directory, and Gemini when a key is set. It opens no OpenFGA connection."""
-    from devstack.atlassian.service import jira_sync_source
-
-    directory_source = jira_sync_source(settings)
-    if directory_source is None:
+    if not settings.jira.url:
         raise ConfigurationError("the Slack bot finds users by e-mail through Jira's user search: set WAYFINDER_JIRA__URL")
+    directory_source = JiraRestSource(settings.jira, settings.jira.url)
     compose = None
     if settings.gemini.api_key is not None:
         from core.providers.gemini import GeminiAnswers
