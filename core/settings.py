@@ -396,7 +396,7 @@ class SlackSettings(BaseModel):
 
 
 class Settings(BaseSettings):
-    """Everything Wayfinder can be told. Documented field by field in the README."""
+    """Everything Wayfinder can be told. Documented field by field in docs/settings.md."""
 
     model_config = SettingsConfigDict(env_prefix="WAYFINDER_", env_nested_delimiter="__", extra="forbid")
 
