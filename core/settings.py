@@ -268,7 +268,11 @@ class ConfluenceSettings(BaseModel):
         description="Site URL with its context path: `https://example.atlassian.net/wiki` (Cloud) or "
         "`https://confluence.example.com` / `…/confluence` (Data Center). Unset: the local emulator.",
     )
-    cloud: bool | None = Field(None, description="Cloud or Data Center; unset decides by the host (`*.atlassian.net` is Cloud).")
+    deployment: Literal["cloud", "datacenter-9", "datacenter-8"] | None = Field(
+        None, description="`cloud`, `datacenter-9` (Data Center 9.1 or later) or `datacenter-8` (before 9.0: space permissions "
+        "over JSON-RPC). Unset: asked from the site (only Cloud answers `settings/systemInfo`; Data Center's release is in its "
+        "application links manifest)."
+    )
     username: str | None = Field(
         None, description="Account of the sync: the e-mail address on Cloud, the username on Data Center. Unset with a "
         "token: the token is sent as a bearer personal access token (Data Center)."
@@ -306,7 +310,9 @@ class JiraSettings(BaseModel):
         None, description="Site URL: `https://example.atlassian.net` (Cloud) or `https://jira.example.com` / `…/jira` (Data "
         "Center). Unset: the local emulator's Jira when Confluence is emulated, otherwise Jira is not synced."
     )
-    cloud: bool | None = Field(None, description="Cloud or Data Center; unset decides by the host (`*.atlassian.net` is Cloud).")
+    deployment: Literal["cloud", "datacenter"] | None = Field(
+        None, description="`cloud` or `datacenter`. Unset: asked from the site (`serverInfo`'s `deploymentType`)."
+    )
     username: str | None = Field(None, description="Account of the sync (e-mail on Cloud, username on Data Center); unset: the token is a bearer PAT.")
     token: SecretStr | None = Field(None, description="API token (Cloud) or password / personal access token (Data Center).")
     projects: list[str] = Field(default_factory=lambda: ["HIVE"], description="Keys of the projects to sync.")

@@ -179,7 +179,7 @@ def plant_canaries(site: Site, space_keys: Sequence[str]) -> list[Canary]:
 def synced_from(settings: Settings, url: str) -> Settings:
     """``settings`` reading the emulated site at ``url`` as its sync account."""
     confluence = settings.confluence.model_copy(
-        update={"url": f"{url}/confluence", "cloud": False, "username": SYNC_LOGIN, "token": SecretStr(TOKENS[SYNC_LOGIN])}
+        update={"url": f"{url}/confluence", "username": SYNC_LOGIN, "token": SecretStr(TOKENS[SYNC_LOGIN])}
     )
     return settings.model_copy(update={"confluence": confluence})
 
@@ -281,7 +281,7 @@ async def _resync(settings: Settings, max_share: float) -> SyncReport:
 def jira_source(settings: Settings) -> JiraRestSource:
     """The emulated site's Jira, read as the sync account (Data Center, beside its Confluence)."""
     site = (settings.confluence.url or "").removesuffix("/confluence")
-    jira = JiraSettings(url=f"{site}/jira", cloud=False, username=SYNC_LOGIN, token=SecretStr(TOKENS[SYNC_LOGIN]), page_size=100)
+    jira = JiraSettings(url=f"{site}/jira", username=SYNC_LOGIN, token=SecretStr(TOKENS[SYNC_LOGIN]), page_size=100)
     return JiraRestSource(jira, jira.url or "")
 
 

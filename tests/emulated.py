@@ -3,7 +3,8 @@ loopback, and calls to the admin API."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -53,3 +54,10 @@ def admin(url: str, method: str, path: str, body: dict | None = None) -> dict:
     response = requests.request(method, f"{url}/_emulator{path}", json=body, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=10)
     assert response.status_code == 200, response.text
     return response.json()
+
+
+@contextmanager
+def serving_release(served: Served, version: str) -> Iterator[str]:
+    """The same site behind a Data Center face of another release (its own port and counts)."""
+    with serving(Emulator(served.emulator.site, ADMIN, data_center=version)) as url:
+        yield url

@@ -23,6 +23,7 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--corpus", type=Path, required=True, help="the Apache Hive export to seed from")
+    parser.add_argument("--data-center", default="9.2.0", help="the Data Center release /confluence answers as (8.x lists space permissions over JSON-RPC only)")
     args = parser.parse_args()
     token = os.environ.get("WAYFINDER_EMULATOR_ADMIN_TOKEN")
     if not token:
@@ -30,7 +31,7 @@ def main() -> None:
     site = Site()
     asyncio.run(seed_hive(site, args.corpus))
     asyncio.run(seed_hive_jira(site, args.corpus))
-    uvicorn.run(create_app(Emulator(site, token)), host=args.host, port=args.port, log_level="warning", access_log=False)
+    uvicorn.run(create_app(Emulator(site, token, data_center=args.data_center)), host=args.host, port=args.port, log_level="warning", access_log=False)
 
 
 if __name__ == "__main__":

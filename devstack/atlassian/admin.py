@@ -47,6 +47,14 @@ class Emulator:
     admin_token: str
     faults: list[Fault] = field(default_factory=list)
     requests: collections.Counter[str] = field(default_factory=collections.Counter)
+    # The Data Center release the ``/confluence`` face answers as: space permissions are JSON-RPC
+    # before 9.0 and REST from 9.1 (the ``/wiki`` face is always Cloud).
+    data_center: str = "9.2.0"
+    # Cloud's removed v1 reads answer 410 to every caller, as through the OAuth gateway; True
+    # answers them to basic-auth callers as tenant hosts still do (peers such as mcp-atlassian
+    # read pages that way). Removed group-by-name reads and Jira's old search answer 410 either way.
+    cloud_v1_answered: bool = False
+    removed: collections.Counter[str] = field(default_factory=collections.Counter)  # Cloud reads answered 410
 
     def take_fault(self, path: str) -> Fault | None:
         for fault in self.faults:
@@ -179,6 +187,9 @@ def admin_routes(emulator: Emulator) -> list[Route]:
     async def request_counts(request: Request, body: dict[str, Any]) -> object:
         return dict(emulator.requests)
 
+    async def removed_counts(request: Request, body: dict[str, Any]) -> object:
+        return dict(emulator.removed)
+
     async def reset_counts(request: Request, body: dict[str, Any]) -> object:
         emulator.requests.clear()
         return {}
@@ -203,4 +214,5 @@ def admin_routes(emulator: Emulator) -> list[Route]:
         Route("/_emulator/faults", admin(clear_faults), methods=["DELETE"]),
         Route("/_emulator/requests", admin(request_counts), methods=["GET"]),
         Route("/_emulator/requests", admin(reset_counts), methods=["DELETE"]),
+        Route("/_emulator/removed", admin(removed_counts), methods=["GET"]),
     ]

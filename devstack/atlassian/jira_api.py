@@ -33,6 +33,9 @@ DEFAULT_RESULTS = 50
 MAX_RESULTS = 100
 BROWSE = "BROWSE_PROJECTS"
 NOT_FOUND = "Issue does not exist or you do not have permission to see it."
+MAX_COMMENTS = 5000  # the comment endpoint's default and largest page
+SEARCH_COMMENTS = 20  # comments Cloud's search/jql carries per issue
+UNBOUNDED = "Unbounded JQL queries are not allowed here. Please add a search restriction to your query."
 # The system fields an issue carries here, as /rest/api/2/field lists them.
 FIELDS = [
     "summary", "description", "issuetype", "parent", "subtasks", "issuelinks", "labels", "status", "assignee", "reporter",
@@ -63,7 +66,7 @@ def jira_routes(jira: Jira) -> list[tuple[str, Handler]]:
     async def search_v3(request: Request, account: User, links: wire.Links) -> Response:
         params = await _params(request)
         try:
-            issues = _search(jira, account, params.get("jql", ""))
+            issues = _search(jira, account, params.get("jql", ""), bounded=True)
             start = _token_start(params.get("nextPageToken"))
             limit = min(int(params.get("maxResults", DEFAULT_RESULTS)), MAX_RESULTS)
         except QueryError as exc:
@@ -72,7 +75,10 @@ def jira_routes(jira: Jira) -> list[tuple[str, Handler]]:
             return _error(400, "maxResults must be an integer and nextPageToken one this server gave")
         if limit < 1 or start < 0:
             return _error(400, "maxResults must be at least 1")  # a page of none would never end
-        window = [_issue_json(jira, account, i, links, params, version=3) for i in issues[start : start + limit]]
+        # Without ``fields`` Cloud sends ids alone; a ``comment`` field carries the first
+        # SEARCH_COMMENTS comments (its ``total`` counts them all: the rest are the comment endpoint's).
+        wanted = {**params, "fields": params.get("fields") or "id"}
+        window = [_issue_json(jira, account, i, links, wanted, version=3, comments=SEARCH_COMMENTS) for i in issues[start : start + limit]]
         body: dict[str, Any] = {"issues": window, "isLast": start + limit >= len(issues)}
         if not body["isLast"]:
             body["nextPageToken"] = base64.urlsafe_b64encode(f"jql:{start + limit}".encode()).decode()
@@ -87,11 +93,21 @@ def jira_routes(jira: Jira) -> list[tuple[str, Handler]]:
 
         return handler
 
-    async def comments(request: Request, account: User, links: wire.Links) -> Response:
-        issue = _visible(jira, account, request.path_params["key"])
-        if issue is None:
-            return _error(404, NOT_FOUND)
-        return JSONResponse(_comments(jira, account, issue, version=2))
+    def comments(version: int) -> Handler:
+        async def handler(request: Request, account: User, links: wire.Links) -> Response:
+            issue = _visible(jira, account, request.path_params["key"])
+            if issue is None:
+                return _error(404, NOT_FOUND)
+            try:
+                start = int(request.query_params.get("startAt", 0))
+                limit = min(int(request.query_params.get("maxResults", MAX_COMMENTS)), MAX_COMMENTS)
+            except ValueError:
+                return _error(400, "startAt and maxResults must be integers")
+            if start < 0 or limit < 0:
+                return _error(400, "startAt and maxResults must not be negative")
+            return JSONResponse(_comments(jira, account, issue, version=version, start=start, limit=limit))
+
+        return handler
 
     async def projects(request: Request, account: User, links: wire.Links) -> Response:
         return JSONResponse([_project_json(p, links) for p in jira.projects.values() if jira.can_browse(account, p)])
@@ -225,7 +241,8 @@ def jira_routes(jira: Jira) -> list[tuple[str, Handler]]:
         ("/rest/api/3/search/jql", search_v3),
         ("/rest/api/2/issue/{key}", issue_by_key(2)),
         ("/rest/api/3/issue/{key}", issue_by_key(3)),
-        ("/rest/api/2/issue/{key}/comment", comments),
+        ("/rest/api/2/issue/{key}/comment", comments(2)),
+        ("/rest/api/3/issue/{key}/comment", comments(3)),
         ("/rest/api/2/field", fields),
         ("/rest/api/2/group/member", group_members),
         ("/rest/api/2/myself", myself),
@@ -260,8 +277,12 @@ async def _params(request: Request) -> dict[str, Any]:
     return dict(request.query_params)
 
 
-def _search(jira: Jira, account: User, text: str) -> list[Issue]:
+def _search(jira: Jira, account: User, text: str, *, bounded: bool = False) -> list[Issue]:
+    """The issues ``text`` finds for ``account``; ``bounded``: refuse a query without a clause,
+    as Cloud's ``search/jql`` does."""
     query = jql.parse(text, jira, account.time_zone)
+    if bounded and not query.restricted:
+        raise QueryError(UNBOUNDED)
     found = [issue for issue in jira.visible_issues(account) if query.matches(issue)]
     found.sort(key=jql.order_key("key"))
     for name, descending in reversed(query.order or [("key", True)]):  # Jira's default: newest key first
@@ -359,7 +380,8 @@ def _text(markup: str, version: int) -> Any:
     return markup if version == 2 else adf(markup)
 
 
-def _comments(jira: Jira, account: User, issue: Issue, version: int) -> dict[str, Any]:
+def _comments(jira: Jira, account: User, issue: Issue, version: int, start: int = 0, limit: int = MAX_COMMENTS) -> dict[str, Any]:
+    """The comments ``account`` may read, from ``start``, at most ``limit``; ``total`` counts them all."""
     rows = [
         {"id": c.id, "author": _person(jira, c.author, wire.Links("", "")), "body": _text(c.body, version),
          "created": _jira_time(c.created), "updated": _jira_time(c.created)}
@@ -367,7 +389,7 @@ def _comments(jira: Jira, account: User, issue: Issue, version: int) -> dict[str
         for c in issue.comments
         if jira.comment_readable(account, issue, c)
     ]
-    return {"comments": rows, "maxResults": len(rows), "total": len(rows), "startAt": 0}
+    return {"comments": rows[start : start + limit], "maxResults": limit, "total": len(rows), "startAt": start}
 
 
 def _visibility(comment: Comment, version: int) -> dict[str, str]:
@@ -379,7 +401,9 @@ def _visibility(comment: Comment, version: int) -> dict[str, str]:
     return shown
 
 
-def _issue_json(jira: Jira, account: User, issue: Issue, links: wire.Links, params: dict[str, Any], *, version: int) -> dict[str, Any]:
+def _issue_json(
+    jira: Jira, account: User, issue: Issue, links: wire.Links, params: dict[str, Any], *, version: int, comments: int = MAX_COMMENTS
+) -> dict[str, Any]:
     """An issue with the ``fields`` asked for (``*all``, ``*navigable`` or a list; all by default)."""
     level = jira.level_of(issue)
     parent = jira.issues.get(issue.parent_key or "")
@@ -402,12 +426,14 @@ def _issue_json(jira: Jira, account: User, issue: Issue, links: wire.Links, para
         "security": {"id": level.id, "name": level.name} if level else None,
         "created": _jira_time(issue.created),
         "updated": _jira_time(issue.updated),
-        "comment": _comments(jira, account, issue, version),
+        "comment": _comments(jira, account, issue, version, limit=comments),
         "attachment": [],
         "project": _project_json(jira.projects[issue.project_key], links),
     }
     wanted = str(params.get("fields", "*all") or "*all").split(",")
     names = set(every) if any(w.strip() in ("*all", "*navigable") for w in wanted) else {w.strip() for w in wanted}
+    if names <= {"id"}:
+        return {"id": issue.id}
     return {"id": issue.id, "key": issue.key, "self": f"{links.base}/rest/api/{version}/issue/{issue.id}", "fields": {k: v for k, v in every.items() if k in names}}
 
 

@@ -40,6 +40,7 @@ class Query(Generic[R]):
     matches: Callable[[R], bool]
     order: list[tuple[str, bool]]  # (field, descending)
     text_terms: list[str]  # for excerpts and relevance
+    restricted: bool = True  # False for a query of no clause (all, or ORDER BY alone): "unbounded" to Jira Cloud
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,8 @@ class Parser(Generic[R]):
 
     def parse(self) -> Query[R]:
         matches: Callable[[R], bool] = lambda record: True  # noqa: E731 - an empty query matches everything
-        if self.peek() is not None and not self.peek().keyword("order"):
+        restricted = self.peek() is not None and not self.peek().keyword("order")
+        if restricted:
             matches = self.or_expr()
         order: list[tuple[str, bool]] = []
         if self.peek() is not None:
@@ -122,7 +124,7 @@ class Parser(Generic[R]):
                     break
                 if self.take().text != ",":
                     raise self.error("expected ',' between ORDER BY fields")
-        return Query(matches, order, self.text_terms)
+        return Query(matches, order, self.text_terms, restricted)
 
     def or_expr(self) -> Callable[[R], bool]:
         parts = [self.and_expr()]

@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from devstack.atlassian import cql, wire
+from devstack.atlassian import cloud, cql, datacenter, wire
 from devstack.atlassian.admin import Emulator, admin_routes
 from devstack.atlassian.jira_api import jira_routes
 from devstack.atlassian.site import Page, Site, User
@@ -31,7 +31,8 @@ MAX_LIMIT = 100  # Confluence caps ``limit`` on content and search listings
 DEFAULT_LIMIT = 25
 # Cloud's context path, a Data Center site's (cwiki.apache.org serves Confluence at /confluence),
 # and the root: clients that drop the context path when they follow ``_links.next`` land there.
-_CONTEXTS = ("/wiki", "/confluence", "")
+CLOUD = "/wiki"
+_CONTEXTS = (CLOUD, "/confluence", "")
 # Jira: at the root (Cloud, and Data Center sites of their own) or under /jira.
 _JIRA_CONTEXTS = ("/jira", "")
 
@@ -45,7 +46,8 @@ def create_app(emulator: Emulator) -> Starlette:
     def api(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             context = next((c for c in (*_CONTEXTS, *_JIRA_CONTEXTS) if c and request.url.path.startswith(c + "/")), "")
-            emulator.requests[_route_name(request.url.path.removeprefix(context))] += 1
+            path = request.url.path.removeprefix(context)
+            emulator.requests[_route_name(path)] += 1
             fault = emulator.take_fault(request.url.path)
             if fault is not None and fault.kind != "drop":
                 if fault.kind == "slow":
@@ -57,6 +59,13 @@ def create_app(emulator: Emulator) -> Starlette:
             account = _authenticate(site, request)
             if account is None:
                 return _error(401, "This request requires authentication", headers={"WWW-Authenticate": 'Basic realm="Protected"'})
+            removal = _removed_from_cloud(context, path)
+            if removal is not None:
+                emulator.removed[_route_name(path)] += 1
+                instead, for_all = removal
+                basic = request.headers.get("authorization", "").lower().startswith("basic ")
+                if for_all or not (basic and emulator.cloud_v1_answered):
+                    return cloud.gone() if context == CLOUD else _jira_gone(instead)
             links = wire.Links(f"{request.url.scheme}://{request.url.netloc}{context}", context)
             try:
                 response = await handler(request, account, links)
@@ -177,14 +186,14 @@ def create_app(emulator: Emulator) -> Starlette:
         keys = request.query_params.getlist("spaceKey")
         found = [s for s in site.spaces.values() if site.space_readable(account, s) and (not keys or s.key in keys)]
         start, limit = _window(request)
-        window = [wire.space_json(s, links, _expand(request), site) for s in found[start : start + limit]]
+        window = [wire.space_json(s, links) for s in found[start : start + limit]]
         return JSONResponse({**wire.paged(window, start, limit, None), "_links": _links(links, request, "/rest/api/space", start, limit, len(found))})
 
     async def space(request: Request, account: User, links: wire.Links) -> Response:
         found = site.spaces.get(request.path_params["key"])
         if found is None or not site.space_readable(account, found):
             return _error(404, f"No space with key : {request.path_params['key']}")
-        return JSONResponse(wire.space_json(found, links, _expand(request), site))
+        return JSONResponse(wire.space_json(found, links))
 
     async def groups(request: Request, account: User, links: wire.Links) -> Response:
         names = sorted(site.groups)
@@ -244,8 +253,15 @@ def create_app(emulator: Emulator) -> Starlette:
         ("/download/attachments/{page}/{filename}", download),
     ]
     jira = [Route(context + path, api(handler), methods=["GET", "POST"]) for context in _JIRA_CONTEXTS for path, handler in jira_routes(site.jira)]
+    only_cloud = [Route(CLOUD + path, api(handler)) for path, handler in cloud.confluence_v2_routes(site)]
+    only_cloud.append(Route("/rest/api/3/search", api(_removed_here), methods=["GET", "POST"]))  # Jira Cloud's old v3 search
+    only_dc = [
+        Route(context + path, api(handler), methods=methods)
+        for context in _CONTEXTS if context != CLOUD
+        for path, handler, methods in datacenter.space_permission_routes(site, emulator.data_center)
+    ]  # fmt: skip
     return Starlette(
-        routes=[Route(context + path, api(handler)) for context in _CONTEXTS for path, handler in routes] + jira + admin_routes(emulator)
+        routes=only_cloud + only_dc + [Route(context + path, api(handler)) for context in _CONTEXTS for path, handler in routes] + jira + admin_routes(emulator)
     )
 
 
@@ -266,6 +282,26 @@ def _authenticate(site: Site, request: Request) -> User | None:
         found = site.user_by_login(login)
         return found if found is not None and found.token == secret else None
     return None
+
+
+def _removed_from_cloud(context: str, path: str) -> tuple[str, bool] | None:
+    """What replaces a read Atlassian removed from Cloud, and whether it is gone for every caller:
+    Confluence's v1 reads under ``/wiki``, and Jira's old search at the Cloud Jira's root (gone
+    for all since CHANGE-2046)."""
+    if context == CLOUD:
+        return cloud.removed(path)
+    if context == "" and re.match(r"^/rest/api/[23]/search/?$", path):
+        return "/rest/api/3/search/jql", True
+    return None
+
+
+async def _removed_here(request: Request, account: User, links: wire.Links) -> Response:
+    raise AssertionError("answered 410 before it is reached")  # pragma: no cover
+
+
+def _jira_gone(instead: str) -> Response:
+    message = f"The requested API has been removed. Please migrate to the {instead} API. A full migration guideline is available at https://developer.atlassian.com/changelog/#CHANGE-2046"
+    return JSONResponse({"errorMessages": [message], "errors": {}}, 410)
 
 
 def _visible_page(site: Site, account: User, page_id: str) -> Page | None:
@@ -327,9 +363,12 @@ def _cursor(start: int) -> str:
 
 def _window(request: Request, default: int = DEFAULT_LIMIT, cap: int = MAX_LIMIT) -> tuple[int, int]:
     cursor = request.query_params.get("cursor")
+    cloud_search = request.url.path.startswith(CLOUD + "/") and request.url.path.endswith("/search")
     try:
         if cursor is not None:  # Cloud's cursor wins over start, as it does there
             start = int(base64.urlsafe_b64decode(cursor.encode()).decode().removeprefix("_sa_"))
+        elif cloud_search:
+            start = 0  # Cloud's searches page by cursor alone: ``start`` is echoed, never used
         else:
             start = int(request.query_params.get("start", 0))
         limit = int(request.query_params.get("limit", default))
@@ -357,8 +396,9 @@ def _excerpt(page: Page, terms: list[str]) -> str:
 
 
 def _route_name(path: str) -> str:
-    """Request counts are kept per kind of call: ids and names collapse to placeholders."""
-    return re.sub(r"/(?:\d+|att\d+)(?=/|$)", "/{id}", path)
+    """Request counts are kept per kind of call: ids collapse to a placeholder, the API's version
+    (``/rest/api/2/…``) does not."""
+    return re.sub(r"(?<!/api)/(?:\d+|att\d+)(?=/|$)", "/{id}", path)
 
 
 def _dropped(response: Response) -> Response:

@@ -78,7 +78,7 @@ def sync_source(settings: Settings) -> ConfluenceRestSource:
     conf = settings.confluence
     if not conf.emulated:
         return ConfluenceRestSource(conf, conf.url or "")
-    emulated = conf.model_copy(update={"username": conf.username or SYNC_LOGIN, "token": conf.token or SecretStr(TOKENS[SYNC_LOGIN]), "cloud": False})
+    emulated = conf.model_copy(update={"username": conf.username or SYNC_LOGIN, "token": conf.token or SecretStr(TOKENS[SYNC_LOGIN])})
     return ConfluenceRestSource(emulated, AtlassianEmulatorService(settings).address)
 
 
@@ -90,7 +90,7 @@ def jira_sync_source(settings: Settings) -> JiraRestSource | None:
         return JiraRestSource(conf, conf.url)
     if not settings.confluence.emulated:
         return None
-    emulated = conf.model_copy(update={"username": conf.username or SYNC_LOGIN, "token": conf.token or SecretStr(TOKENS[SYNC_LOGIN]), "cloud": False})
+    emulated = conf.model_copy(update={"username": conf.username or SYNC_LOGIN, "token": conf.token or SecretStr(TOKENS[SYNC_LOGIN])})
     return JiraRestSource(emulated, AtlassianEmulatorService(settings).address.removesuffix(CONTEXT_PATH) + "/jira")
 
 

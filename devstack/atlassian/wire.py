@@ -69,37 +69,18 @@ def version(site: Site, found: Version, content_id: str) -> dict[str, object]:
     }
 
 
-def space_json(site: Space, links: Links, expand: set[str], state: Site) -> dict[str, object]:
-    body: dict[str, object] = {
-        "id": site.id,
-        "key": site.key,
-        "name": site.name,
+def space_json(space: Space, links: Links) -> dict[str, object]:
+    return {
+        "id": space.id,
+        "key": space.key,
+        "name": space.name,
         "type": "global",
         "status": "current",
-        "_expandable": {"permissions": f"/rest/api/space/{site.key}?expand=permissions", "description": ""},
-        "_links": links.block({"webui": f"/spaces/{site.key}", "self": f"{links.base}/rest/api/space/{site.key}"}),
+        # Neither release of Data Center lists permissions here (9.1 has its own endpoint, 8.x
+        # JSON-RPC), and Cloud removed the v1 space reads (see :mod:`devstack.atlassian.cloud`).
+        "_expandable": {"description": "", "homepage": ""},
+        "_links": links.block({"webui": f"/spaces/{space.key}", "self": f"{links.base}/rest/api/space/{space.key}"}),
     }
-    if "permissions" in expand:
-        body["permissions"] = space_permissions(site, state)
-        del body["_expandable"]["permissions"]  # type: ignore[attr-defined]
-    return body
-
-
-def space_permissions(space: Space, site: Site) -> list[dict[str, object]]:
-    """The ``read`` permission of the space, as Confluence lists it under ``expand=permissions``."""
-    users = [user(site, account_id) for account_id in sorted(space.readers_users)]
-    groups = [group_json(name) for name in sorted(space.readers_groups)]
-    return [
-        {
-            "id": n + 1,
-            "subjects": {kind: {"results": subjects, "size": len(subjects)}},
-            "operation": {"operation": "read", "targetType": "space"},
-            "anonymousAccess": False,
-            "unlicensedAccess": False,
-        }
-        for n, (kind, subjects) in enumerate([("user", users), ("group", groups)])
-        if subjects
-    ]
 
 
 def group_json(name: str) -> dict[str, object]:
@@ -131,7 +112,7 @@ def page_json(site: Site, page: Page, links: Links, expand: set[str]) -> dict[st
     expandable: dict[str, str] = body["_expandable"]  # type: ignore[assignment]
     wants = _expand_tree(expand)
     if "space" in wants:
-        body["space"] = space_json(space, links, wants["space"], site)
+        body["space"] = space_json(space, links)
     else:
         expandable["space"] = f"/rest/api/space/{page.space_key}"
     if "version" in wants:

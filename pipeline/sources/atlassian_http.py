@@ -1,4 +1,4 @@
-"""One retrying GET against an Atlassian REST API (Confluence or Jira), through an
+"""One retrying read against an Atlassian REST API (Confluence or Jira), through an
 atlassian-python-api client: what both sources share of the wire.
 
 * **Retries** (tenacity): 429 and 5xx answers, dropped connections and truncated bodies are tried
@@ -52,14 +52,18 @@ class AtlassianHttp:
     def json(self, path: str, params: dict[str, Any], *, absolute: bool = False) -> Any:
         return self.request(path, params, absolute=absolute, as_json=True)
 
-    def request(self, path: str, params: dict[str, Any], *, absolute: bool, as_json: bool) -> Any:
-        """One GET, retried on transient failures; None for 404. A JSON body that cannot be read
-        (a connection dropped midway) counts as transient too."""
+    def request(self, path: str, params: dict[str, Any], *, absolute: bool, as_json: bool, post: Any = None) -> Any:
+        """One GET (or, with ``post``, a POST of that JSON: a read over JSON-RPC), retried on
+        transient failures; None for 404. A JSON body that cannot be read (a connection dropped
+        midway) counts as transient too."""
         for attempt in self._retrying():
             with attempt:
                 self.calls += 1
                 try:
-                    response = self._client.get(path, params=params or None, absolute=absolute, advanced_mode=True)
+                    if post is not None:
+                        response = self._client.post(path, json=post, params=params or None, absolute=absolute, advanced_mode=True)
+                    else:
+                        response = self._client.get(path, params=params or None, absolute=absolute, advanced_mode=True)
                     status = response.status_code
                     if status == 404:
                         return None

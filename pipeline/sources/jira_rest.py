@@ -3,8 +3,10 @@ project, as plain records — the project, a listing of every issue without text
 parent, security level, updated: what date queries cannot see), issues changed since a time with
 their text, and who may browse what.
 
-* **Search**: Cloud through ``/rest/api/3/search/jql`` paged with ``nextPageToken`` (its v2
-  search is gone), Data Center through ``/rest/api/2/search`` paged with ``startAt``.
+* **Deployment**: the setting, or else ``serverInfo``'s ``deploymentType``.
+* **Search**: Cloud through ``/rest/api/3/search/jql`` paged with ``nextPageToken`` (its old
+  searches answer 410), Data Center through ``/rest/api/2/search`` paged with ``startAt``. Cloud's
+  search carries an issue's first comments only; the rest come from the issue's comment endpoint.
 * **Text** is kept as sent — Atlassian Document Format from Cloud, wiki markup from Data Center —
   for the raw store; :mod:`pipeline.transform.jira` turns both into Markdown.
 * **JQL dates** are minute-precise and read in the sync account's time zone, which is asked from
@@ -24,11 +26,11 @@ their text, and who may browse what.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from atlassian import Jira
@@ -38,6 +40,8 @@ from core.ids import jira_group_name, safe_name, user_name
 from core.models import ASSIGNEE, REPORTER, JiraPermissions
 from core.settings import JiraSettings
 from pipeline.sources.atlassian_http import AtlassianHttp
+
+log = logging.getLogger("wayfinder.sources.jira")
 
 LIST_FIELDS = "summary,issuetype,parent,security,updated,status,labels,reporter,assignee"
 TEXT_FIELDS = f"{LIST_FIELDS},description,comment,issuelinks"
@@ -88,10 +92,11 @@ class JiraRestSource:
             raise ConfigurationError("WAYFINDER_JIRA__TOKEN is required to read a Jira site")
         self._settings = settings
         self._url = url.rstrip("/")
-        self.cloud = settings.cloud if settings.cloud is not None else (urlsplit(self._url).hostname or "").endswith(".atlassian.net")
+        self._cloud: bool | None = None if settings.deployment is None else settings.deployment == "cloud"
         token = settings.token.get_secret_value()
         credentials: dict[str, Any] = {"username": settings.username, "password": token} if settings.username else {"token": token}
-        client = Jira(self._url, cloud=self.cloud, timeout=settings.timeout_s, retry_with_header=False, **credentials)
+        # Paths are ours, so the client's own Cloud flag changes nothing we call.
+        client = Jira(self._url, timeout=settings.timeout_s, retry_with_header=False, **credentials)
         self._http = AtlassianHttp(
             client, product="Jira", max_attempts=settings.max_attempts, sleep=sleep,
             refused="check WAYFINDER_JIRA__USERNAME and WAYFINDER_JIRA__TOKEN, and that the account may browse the project "
@@ -105,6 +110,21 @@ class JiraRestSource:
     def calls(self) -> int:
         """REST calls made, retries included."""
         return self._http.calls
+
+    @property
+    def cloud(self) -> bool:
+        if self._cloud is None:
+            raise AssertionError("the deployment is asked from the site on the first call")  # pragma: no cover
+        return self._cloud
+
+    async def _ready(self) -> None:
+        """The setting, or else ``serverInfo``'s ``deploymentType`` ("Cloud", "Server", "DataCenter")."""
+        if self._cloud is None:
+            info = await asyncio.to_thread(self._http.json, "rest/api/2/serverInfo", {})
+            if not isinstance(info, dict) or "deploymentType" not in info:
+                raise SourceError("could not tell whether Jira is Cloud or Data Center from rest/api/2/serverInfo; set WAYFINDER_JIRA__DEPLOYMENT")
+            self._cloud = info["deploymentType"] == "Cloud"
+            log.info("Jira at %s is %s", self._url, "Cloud" if self._cloud else "Data Center")
 
     # -- what a sync asks ---------------------------------------------------------------------
 
@@ -202,6 +222,7 @@ class JiraRestSource:
         """The raw name (:meth:`user_key`) of the one active user with this e-mail address, or None
         (no such user, several, or a site that hides e-mail addresses from the account asking).
         Its caller makes it a Wayfinder id with :func:`core.ids.user_name`, as every entry does."""
+        await self._ready()
         path, parameter = ("rest/api/3/user/search", "query") if self.cloud else ("rest/api/2/user/search", "username")
         rows = await self._get(path, {parameter: email, "maxResults": 50}) or []
         wanted = email.strip().casefold()
@@ -224,9 +245,11 @@ class JiraRestSource:
     # -- the wire -----------------------------------------------------------------------------
 
     async def _get(self, path: str, params: dict[str, Any], *, absolute: bool = False) -> Any:
+        await self._ready()
         return await asyncio.to_thread(self._http.json, path, params, absolute=absolute)
 
     async def _search(self, jql: str, fields: str) -> AsyncIterator[list[RemoteIssue]]:
+        await self._ready()
         size = self._settings.page_size
         if self.cloud:
             token: str | None = None
@@ -235,7 +258,7 @@ class JiraRestSource:
                 body = await self._get("rest/api/3/search/jql", params)
                 if body is None:
                     raise SourceError("Jira answered 404 for rest/api/3/search/jql")
-                yield [self._issue(item) for item in body.get("issues", [])]
+                yield [self._issue(await self._every_comment(item)) for item in body.get("issues", [])]
                 token = body.get("nextPageToken")
                 if body.get("isLast", True) or not token:
                     return
@@ -249,6 +272,25 @@ class JiraRestSource:
             start += len(issues)
             if not issues or start >= int(body.get("total", 0)):
                 return
+
+    async def _every_comment(self, item: dict[str, Any]) -> dict[str, Any]:
+        """An issue from Cloud's search with all its comments: the search carries the first few
+        (``total`` counts them all), the comment endpoint the rest, each with its visibility."""
+        fields = item.get("fields") or {}
+        carried = fields.get("comment")
+        if not isinstance(carried, dict) or int(carried.get("total") or 0) <= len(carried.get("comments") or []):
+            return item
+        comments: list[dict[str, Any]] = []
+        while True:
+            page = await self._get(f"rest/api/3/issue/{item['key']}/comment", {"startAt": len(comments), "maxResults": 100, "orderBy": "created"})
+            if page is None:  # gone since the search: the next listing sees that
+                log.warning("issue %s vanished while its comments were read; keeping the %d its search carried", item["key"], len(carried.get("comments") or []))
+                return item
+            rows = page.get("comments") or []
+            comments.extend(rows)
+            if not rows or len(comments) >= int(page.get("total") or 0):
+                break
+        return {**item, "fields": {**fields, "comment": {**carried, "comments": comments, "total": len(comments), "startAt": 0, "maxResults": len(comments)}}}
 
     async def _values(self, path: str, params: dict[str, Any]) -> AsyncIterator[list[dict[str, Any]]]:
         """The ``values`` of a paged listing (``startAt``, ``isLast``)."""

@@ -51,7 +51,7 @@ async def jira_mcp(tmp_path_factory: pytest.TempPathFactory) -> Any:
         synced = synced_from(own, url)
         try:
             stack.up(synced, notify=lambda _: None)
-            jira = JiraRestSource(JiraSettings(cloud=False, username=SYNC_LOGIN, token=TOKENS[SYNC_LOGIN], page_size=100), url + "/jira")
+            jira = JiraRestSource(JiraSettings(username=SYNC_LOGIN, token=TOKENS[SYNC_LOGIN], page_size=100), url + "/jira")
             async with RawStore.for_settings(synced) as store:
                 report = await run_sync(synced, ConfluenceRestSource(synced.confluence, synced.confluence.url or ""), store, Console(quiet=True), jira=jira)
             assert not report.failed and report.jira is not None and len(report.jira.added) == len(site.jira.issues)

@@ -1,6 +1,7 @@
 """The peer the evaluations compare against: PyPI mcp-atlassian, unmodified, as a real MCP server
 over stdio, reads the emulator as it would a Data Center site — Confluence search, get page, page
-children; Jira search and get issue."""
+children; Jira search and get issue — and, in its Cloud mode, as a Cloud site: a peer that works
+with real Cloud sites works with the emulator's Cloud face."""
 
 from __future__ import annotations
 
@@ -38,6 +39,38 @@ async def peer(settings: Settings, tmp_path_factory: pytest.TempPathFactory):
         )
         async with Client(transport, timeout=60) as client:
             yield client
+
+
+# mcp-atlassian decides Cloud by the host name: the emulator's Cloud face gets one that its
+# process resolves to loopback (and only there).
+CLOUD_HOST = "wayfinder-emulated.atlassian.net"
+RESOLVER = f"""import socket
+_resolve = socket.getaddrinfo
+def _loopback(host, *args, **kwargs):
+    return _resolve("127.0.0.1" if host == {CLOUD_HOST!r} else host, *args, **kwargs)
+socket.getaddrinfo = _loopback
+"""
+
+
+@pytest.fixture(scope="module")
+async def cloud_peer(settings: Settings, tmp_path_factory: pytest.TempPathFactory):
+    site = Site()
+    await seed_hive(site, CORPUS)
+    await seed_hive_jira(site, CORPUS)
+    script = mcp_atlassian(settings)
+    workdir = tmp_path_factory.mktemp("mcp-atlassian-cloud")
+    (workdir / "resolver").mkdir()
+    (workdir / "resolver" / "sitecustomize.py").write_text(RESOLVER)
+    # It reads a page through v1 with an API token, which a Cloud tenant host still answers
+    # (the gateway does not); every other read it makes is one Cloud keeps or v2.
+    emulator = Emulator(site, "unused-admin-token", cloud_v1_answered=True)
+    with serving(emulator) as url:
+        port = url.rsplit(":", 1)[1]
+        env = mcp_atlassian_environment(f"http://{CLOUD_HOST}:{port}/wiki", token=TOKENS["bob"], username="bob@example.com", jira_url=f"http://{CLOUD_HOST}:{port}")
+        env["PYTHONPATH"] = str(workdir / "resolver")
+        transport = StdioTransport(str(script), ["--transport", "stdio"], env=env, cwd=str(workdir))
+        async with Client(transport, timeout=60) as client:
+            yield client, emulator
 
 
 def _payload(result) -> object:
@@ -88,3 +121,18 @@ async def test_the_evaluations_scripted_agent_walks_its_tools(peer):
     assert converted and all(p.type is not None for d in converted for p in (d.parameters.properties or {}).values())
     refused = await run_episode(peer, MCP_ATLASSIAN, "q", 'the song "Thinking Out Loud"', ["page:1"])
     assert (refused.calls, refused.errors, refused.solved_at) == (1, 1, None)  # its CQL breaks on a double quote
+
+
+async def test_its_cloud_mode_searches_reads_and_lists_children_on_the_cloud_face(cloud_peer):
+    peer, emulator = cloud_peer
+    found = _payload(await peer.call_tool("confluence_search", {"query": "ContributorsMinutes110726", "limit": 5}))
+    assert SINGLE_USER_PAGE in {str(item["id"]) for item in found}
+    page = _payload(await peer.call_tool("confluence_get_page", {"page_id": HOME}))
+    assert "Apache Hive" in json.dumps(page) and page["metadata"]["id"] == HOME
+    children = _payload(await peer.call_tool("confluence_get_page_children", {"parent_id": HOME, "limit": 50}))
+    listed = children if isinstance(children, list) else children["results"]
+    assert {"27820116", "46633569"} <= {str(child["id"]) for child in listed}
+    assert emulator.requests["/api/v2/pages/{id}/direct-children"] >= 1  # Cloud mode: children from v2
+    found = _payload(await peer.call_tool("jira_search", {"jql": 'project = HIVE AND text ~ "metatool"', "limit": 10}))
+    assert "HIVE-3056" in {issue["key"] for issue in found["issues"]}
+    assert emulator.requests["/rest/api/3/search/jql"] >= 1 and not emulator.requests["/rest/api/2/search"]

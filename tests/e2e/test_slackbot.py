@@ -113,7 +113,7 @@ async def harness(indexed, services: Settings, hive_slice: HiveSlice):
             update={
                 # The bot holds no OpenFGA credential and opens no connection: its OpenFGA is nowhere.
                 "openfga": services.openfga.model_copy(update={"http_port": NOWHERE, "preshared_key": SecretStr("not-the-key")}),
-                "jira": JiraSettings(url=f"{site}/jira", username=SYNC_LOGIN, token=SecretStr(TOKENS[SYNC_LOGIN]), cloud=False),
+                "jira": JiraSettings(url=f"{site}/jira", username=SYNC_LOGIN, token=SecretStr(TOKENS[SYNC_LOGIN])),
                 "slack": SlackSettings(
                     bot_token=BOT_TOKEN, signing_secret=SECRET, app_token=fake.app_token, api_url=f"{slack_url}/api/",
                     mcp_url=mcp_url, token_issuer=ISSUER, token_private_key=KEY.as_pem(private=True).decode(),

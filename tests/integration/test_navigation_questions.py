@@ -2,7 +2,9 @@
 space and the HIVE Jira project synced over REST from the emulator by ``run_sync`` (the semantic
 index is not needed here, so an in-memory one stands in). The dev set's navigation questions are
 answered exactly, as bob with the real gate; Jira's paths stop at what each user may see, and a
-level change reaches them with the next sync."""
+level change reaches them with the next sync. Synced again from each deployment the emulator
+plays (Cloud, Data Center 9.1+, Data Center 8.x; each found out from the site), everyone sees the
+same documents and the same tree, and the Cloud sync reaches none of the v1 reads Cloud removed."""
 
 from __future__ import annotations
 
@@ -10,17 +12,20 @@ import json
 import secrets
 from collections.abc import AsyncIterator
 
+import neo4j
 import pytest
+from pydantic import SecretStr
 from rich.console import Console
 
 from authz.client import OpenFGAClient
 from authz.gate import Gate
 from authz.prefilter import ACL_FILE, AclKeys
 from core.errors import NotFound
+from core.ids import user_name
 from core.models import Principal
 from core.settings import JiraSettings, Settings
 from devstack import stack
-from devstack.atlassian.hive import SYNC_LOGIN, TOKENS, seed_hive
+from devstack.atlassian.hive import SYNC_LOGIN, TOKENS, account_id, seed_hive
 from devstack.atlassian.hive_jira import FIRST_STEPS, SECURITY_LEVEL, seed_hive_jira
 from devstack.atlassian.runner import serving
 from devstack.atlassian.server import Emulator
@@ -40,10 +45,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 QUESTIONS = [json.loads(line) for line in (CORPUS / "questions_dev.jsonl").read_text().splitlines() if line.strip()]
 NAVIGATION = [q for q in QUESTIONS if q["kind"] == "navigation"]
+DEPLOYMENTS = ("cloud", "datacenter-9", "datacenter-8")
+PEOPLE = ("alice", "bob", "carol")
+THREAD = "HIVE-3056"
 
 
 @pytest.fixture(scope="module")
-async def whole_hive(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Settings, Site, str]]:
+async def whole_hive(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Settings, Site, str, Emulator]]:
     own = settings_in(tmp_path_factory.mktemp("whole-hive"))
     own = own.model_copy(
         update={
@@ -54,7 +62,10 @@ async def whole_hive(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[
     site = Site()
     await seed_hive(site, CORPUS)
     await seed_hive_jira(site, CORPUS)
-    with serving(Emulator(site, secrets.token_urlsafe(32))) as url:
+    for n in range(25):  # a thread longer than Cloud's search carries, a few notes for the Committers only
+        site.jira.add_comment(THREAD, f"Follow-up {n} on the metastore upgrade.", by=account_id("alice"), visibility=("role", "Committers") if n % 6 == 0 else None)
+    emulator = Emulator(site, secrets.token_urlsafe(32))
+    with serving(emulator) as url:
         synced = synced_from(own, url)
         try:
             stack.up(synced, notify=lambda _: None)
@@ -75,14 +86,14 @@ async def whole_hive(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[
             assert keys["project:HIVE"] and {doc for docs in keys.values() for doc in docs} == documents
             # Notes on open issues share one anchor per audience (the Committers role, the reviewers group).
             assert len({anchor for anchor, docs in keys.items() for doc in docs if doc in notes}) == 2
-            yield synced, site, url
+            yield synced, site, url, emulator
         finally:
             stack.down(synced)
 
 
 def _jira(url: str) -> JiraRestSource:
     """The emulator's Jira as a Data Center site, like the Confluence sync here."""
-    return JiraRestSource(JiraSettings(cloud=False, username=SYNC_LOGIN, token=TOKENS[SYNC_LOGIN], page_size=100), url + "/jira")
+    return JiraRestSource(JiraSettings(username=SYNC_LOGIN, token=TOKENS[SYNC_LOGIN], page_size=100), url + "/jira")
 
 
 def _preorder(node: TreeNode) -> list[str]:
@@ -171,7 +182,7 @@ async def test_secured_issues_and_their_sub_tasks_stop_the_path_for_those_outsid
 
 
 async def test_a_level_change_reaches_the_tree_with_the_next_sync(whole_hive) -> None:
-    settings, site, url = whole_hive
+    settings, site, url, _ = whole_hive
     site.jira.set_security_level("HIVE-3056", SECURITY_LEVEL)
     try:
         report = await _sync_again(settings, url)
@@ -195,7 +206,7 @@ async def _sync_again(settings: Settings, url: str):
 
 
 async def test_pages_mention_issues_and_issues_link_each_other_for_those_who_may_see_them(whole_hive) -> None:
-    settings, site, _ = whole_hive
+    settings, site, _, _ = whole_hive
     async with OpenFGAClient(settings.openfga) as authorizer, Neo4jStore(settings.neo4j) as store:
         navigator = Navigator(store)
 
@@ -227,7 +238,7 @@ async def test_pages_mention_issues_and_issues_link_each_other_for_those_who_may
 
 
 async def test_an_issue_is_fetched_with_its_text_by_those_who_may_see_it(whole_hive) -> None:
-    settings, site, _ = whole_hive
+    settings, site, _, _ = whole_hive
     secured = next(i.key for i in site.jira.issues.values() if i.security_level and i.hierarchy_level == 0)
     async with OpenFGAClient(settings.openfga) as authorizer, Neo4jStore(settings.neo4j) as store:
         navigator = Navigator(store)
@@ -237,3 +248,90 @@ async def test_an_issue_is_fetched_with_its_text_by_those_who_may_see_it(whole_h
         assert (await navigator.read_page(Gate(authorizer, Principal(user="alice")), f"issue:{secured}")).id == f"issue:{secured}"
         with pytest.raises(NotFound):
             await navigator.read_page(Gate(authorizer, Principal(user="bob")), f"issue:{secured}")
+
+
+@pytest.fixture(scope="module")
+async def every_deployment(whole_hive, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, object]]:
+    """The views of the sync above (Data Center 9.1+, asked again now), then of a sync from the
+    Cloud face and from a Data Center 8.x site into stores of their own beside it (the tree into
+    the same Neo4j, where it must come out the same)."""
+    settings, site, url, emulator = whole_hive
+    views = {"datacenter-9": await _views(settings, site, "datacenter-9")}
+    with serving(Emulator(site, emulator.admin_token, data_center="8.9.0")) as url_8:
+        roots = {"cloud": (url + "/wiki", url), "datacenter-8": (url_8 + "/confluence", url_8 + "/jira")}
+        for deployment, (wiki, jira) in roots.items():
+            emulator.removed.clear()
+            own = _settings_for(settings, deployment, wiki, jira, tmp_path_factory)
+            async with RawStore.for_settings(own) as store:
+                report = await run_sync(
+                    own, ConfluenceRestSource(own.confluence, wiki), store, Console(quiet=True),
+                    open_index=lambda _settings, _usage: FakeSemanticIndex(), jira=JiraRestSource(own.jira, jira),
+                )
+            assert not report.failed and report.jira is not None and len(report.jira.added) == len(site.jira.issues), deployment
+            views[deployment] = {"removed": dict(emulator.removed), **await _views(own, site, deployment)}
+    views["thread"] = {f"comment:{c.id}" for c in site.jira.issues[THREAD].comments if c.visibility}
+    return views
+
+
+def _settings_for(base: Settings, deployment: str, wiki: str, jira: str, tmp: pytest.TempPathFactory) -> Settings:
+    """The stack of ``base`` with an OpenFGA store and a data directory of the deployment's own,
+    which the sources ask the site for."""
+    account = {"username": SYNC_LOGIN, "token": SecretStr(TOKENS[SYNC_LOGIN])}
+    return base.model_copy(
+        update={
+            "data_dir": tmp.mktemp(deployment) / "run",
+            "openfga": base.openfga.model_copy(update={"store_name": f"wayfinder-test-nav-{deployment}"}),
+            "confluence": base.confluence.model_copy(update={"url": wiki, **account}),
+            "jira": base.jira.model_copy(update={"url": jira, "page_size": 100, **account}),
+        }
+    )
+
+
+def _sample(site: Site) -> list[str]:
+    """Documents whose readers differ: the restricted pages and what lies under them, issues at a
+    security level, restricted comments (a sixth of each, at most 100), and the home page."""
+    restricted = [p for p in site.pages.values() if p.restricted]
+    below = [d.id for p in restricted for d in site.descendants(p.id)]
+    secured = sorted(k for k, i in site.jira.issues.items() if site.jira.level_of(i) is not None)
+    notes = sorted(c.id for i in site.jira.issues.values() for c in i.comments if c.visibility)
+    return (
+        [f"page:{p.id}" for p in restricted] + [f"page:{p}" for p in below[::6][:100]] + [f"page:{p.id}" for p in site.pages.values() if p.parent_id is None]
+        + [f"issue:{k}" for k in secured[::6][:100]] + [f"comment:{c}" for c in notes[::6][:100]]
+    )  # fmt: skip
+
+
+async def _views(settings: Settings, site: Site, deployment: str) -> dict[str, object]:
+    """Every tuple (Cloud's account ids named as their people's Data Center usernames), every
+    tree edge, and what each person may see of the sample, asked through the gate."""
+    conf = settings.neo4j
+    with neo4j.GraphDatabase.driver(conf.uri, auth=(conf.user, conf.password.get_secret_value())) as driver:
+        rows, _, _ = driver.execute_query("MATCH (a)-[r]->(b) RETURN a.id AS a, type(r) AS r, b.id AS b", database_=conf.database)
+    people = {f"user:{user_name(u.account_id)}": f"user:{user_name(u.username)}" for u in site.users.values()} if deployment == "cloud" else {}
+    seen: dict[str, set[str]] = {}
+    async with OpenFGAClient(settings.openfga) as fga:
+        tuples = {(people.get(t.user, t.user), t.relation, t.object) for t in await fga.read_tuples()}
+        sample = _sample(site)
+        for person in PEOPLE:
+            raw = account_id(person) if deployment == "cloud" else person
+            seen[person] = set()
+            for start in range(0, len(sample), 100):  # in requests of a size the gate's deadline allows
+                seen[person] |= await Gate(fga, Principal(user=user_name(raw))).visible(sample[start : start + 100])
+    return {"tuples": tuples, "edges": {(row["a"], row["r"], row["b"]) for row in rows}, "seen": seen}
+
+
+async def test_every_deployment_gives_everyone_the_same_view(every_deployment) -> None:
+    baseline = every_deployment["datacenter-9"]
+    for deployment in DEPLOYMENTS:
+        found = every_deployment[deployment]
+        assert found["tuples"] == baseline["tuples"] and found["edges"] == baseline["edges"], deployment
+        for person in PEOPLE:
+            assert found["seen"][person] == baseline["seen"][person], (deployment, person)
+    alice, bob, carol = (baseline["seen"][p] for p in PEOPLE)
+    assert len(alice) > len(bob) > 0 and not any(doc.startswith("page:") for doc in carol)  # views differ by person only
+    # Cloud's search carries 20 comments: the Committers' notes past them come from the comment endpoint.
+    notes = every_deployment["thread"]
+    assert len(notes) >= 4 and notes <= {t[2] for t in every_deployment["cloud"]["tuples"]}
+
+
+async def test_the_cloud_sync_asks_no_read_cloud_removed(every_deployment) -> None:
+    assert every_deployment["cloud"]["removed"] == {}

@@ -89,7 +89,7 @@ def own(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Settings, Em
             openfga={"http_port": 29380, "grpc_port": 29381, "datastore": "memory", "store_name": "wayfinder-sync-test"},
             neo4j={"bolt_port": 29387, "password": "wayfinder-test-password"},
             lightrag={"workspace": "sync"},
-            confluence={"url": url + "/confluence", "cloud": False, "username": SYNC, "token": f"token-{SYNC}", "spaces": ["ENG"]},
+            confluence={"url": url + "/confluence", "username": SYNC, "token": f"token-{SYNC}", "spaces": ["ENG"]},
         )
         stack.up(settings, only={"openfga", "neo4j"})
         try:

@@ -78,8 +78,8 @@ def own(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Settings, Si
             openfga={"http_port": 29470, "grpc_port": 29471, "datastore": "memory", "store_name": "wayfinder-revocation-test"},
             neo4j={"bolt_port": 29477, "password": "wayfinder-test-password"},
             lightrag={"workspace": "revocation"},
-            confluence={"url": url + "/confluence", "cloud": False, "username": SYNC, "token": f"token-{SYNC}", "spaces": ["ENG"]},
-            jira={"url": url + "/jira", "cloud": False, "username": SYNC, "token": f"token-{SYNC}", "projects": ["OPS"]},
+            confluence={"url": url + "/confluence", "username": SYNC, "token": f"token-{SYNC}", "spaces": ["ENG"]},
+            jira={"url": url + "/jira", "username": SYNC, "token": f"token-{SYNC}", "projects": ["OPS"]},
         )
         stack.up(settings, only={"openfga", "neo4j"})
         try:

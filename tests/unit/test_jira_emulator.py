@@ -29,7 +29,7 @@ def client(url: str, login: str, *, cloud: bool = False) -> Jira:
 def every_key_v2(url: str, login: str, jql: str, limit: int = 100) -> list[str]:
     keys, start = [], 0
     while True:
-        page = client(url, login).jql(jql, fields="summary", start=start, limit=limit)
+        page = client(url + "/jira", login).jql(jql, fields="summary", start=start, limit=limit)
         keys += [issue["key"] for issue in page["issues"]]
         start += limit
         if start >= page["total"]:
@@ -89,12 +89,12 @@ async def test_jql_filters_orders_and_reads_dates_in_the_callers_zone(site):
     # the sync account's zone is Los Angeles: a bare date there is 08:00 UTC the same day
     zone = ZoneInfo(site.emulator.site.users[account_id(SYNC_LOGIN)].time_zone)
     since = datetime(2020, 1, 1, tzinfo=zone)
-    found = client(site.url, SYNC_LOGIN).jql('project = HIVE AND updated >= "2020/01/01" ORDER BY updated ASC', fields="updated", limit=100)
+    found = client(site.url + "/jira", SYNC_LOGIN).jql('project = HIVE AND updated >= "2020/01/01" ORDER BY updated ASC', fields="updated", limit=100)
     assert found["total"] == sum(1 for i in jira.issues.values() if i.updated.replace(second=0, microsecond=0) >= since)
     times = [issue["fields"]["updated"] for issue in found["issues"]]
     assert times == sorted(times)
     for bad in ("project = NOPE", "nonsense = 1", "updated >= yesterday", "project = HIVE ORDER BY nothing"):
-        response = raw(site.url, SYNC_LOGIN, "/rest/api/2/search", jql=bad)
+        response = raw(site.url, SYNC_LOGIN, "/jira/rest/api/2/search", jql=bad)
         assert response.status_code == 400 and response.json()["errorMessages"][0].startswith("Error in the JQL Query"), bad
 
 

@@ -25,7 +25,7 @@ async def site():
 
 def source(url: str, *, cloud: bool, **settings) -> JiraRestSource:
     options = {"page_size": 100, **settings}
-    return JiraRestSource(JiraSettings(cloud=cloud, username=SYNC_LOGIN, token=TOKENS[SYNC_LOGIN], **options), url + ("" if cloud else "/jira"))
+    return JiraRestSource(JiraSettings(deployment="cloud" if cloud else "datacenter", username=SYNC_LOGIN, token=TOKENS[SYNC_LOGIN], **options), url + ("" if cloud else "/jira"))
 
 
 @pytest.mark.parametrize("cloud", [True, False])
@@ -90,17 +90,17 @@ async def test_permissions_in_openfga_spelling(site, cloud):
 
 async def test_transient_failures_are_retried_and_refusals_are_clear(site):
     waits: list[float] = []
-    rest = JiraRestSource(JiraSettings(cloud=False, token=TOKENS[SYNC_LOGIN], page_size=100), site.url, sleep=waits.append)
+    rest = JiraRestSource(JiraSettings(token=TOKENS[SYNC_LOGIN], page_size=100), site.url + "/jira", sleep=waits.append)
     admin(site.url, "POST", "/faults", {"kind": "429", "path": "/rest/api/2/search", "times": 1, "retry_after_s": 5})
     admin(site.url, "POST", "/faults", {"kind": "drop", "path": "/rest/api/2/search", "times": 1})
     assert len(await rest.list_issues("HIVE")) == len(site.emulator.site.jira.issues)
     assert waits[0] == 5 and len(waits) == 2
     with pytest.raises(SourceError, match="Jira refused the sync account \\(401\\).*WAYFINDER_JIRA__TOKEN"):
-        await JiraRestSource(JiraSettings(cloud=False, username="alice", token="wrong"), site.url).project("HIVE")
+        await JiraRestSource(JiraSettings(deployment="datacenter", username="alice", token="wrong"), site.url + "/jira").project("HIVE")
     with pytest.raises(SourceError, match="may not browse it"):
         await source(site.url, cloud=False).project("NOPE")
     with pytest.raises(SourceError, match="permission scheme"):
-        await JiraRestSource(JiraSettings(cloud=False, username="bob", token=TOKENS["bob"]), site.url).permissions("HIVE")
+        await JiraRestSource(JiraSettings(username="bob", token=TOKENS["bob"]), site.url + "/jira").permissions("HIVE")
     with pytest.raises(ConfigurationError, match="TOKEN is required"):
         JiraRestSource(JiraSettings(), site.url)
 
