@@ -27,10 +27,17 @@ HOME = "27362069"
 
 
 @pytest.fixture(scope="module")
-async def peer(settings: Settings, tmp_path_factory: pytest.TempPathFactory):
+async def hive() -> Site:
+    """The Hive space and project, which the peers only read."""
     site = Site()
     await seed_hive(site, CORPUS)
     await seed_hive_jira(site, CORPUS)
+    return site
+
+
+@pytest.fixture(scope="module")
+async def peer(settings: Settings, hive: Site, tmp_path_factory: pytest.TempPathFactory):
+    site = hive
     script = mcp_atlassian(settings)
     workdir = tmp_path_factory.mktemp("mcp-atlassian")  # empty: it would read ./.env over its environment
     with serving(Emulator(site, "unused-admin-token")) as url:
@@ -53,10 +60,8 @@ socket.getaddrinfo = _loopback
 
 
 @pytest.fixture(scope="module")
-async def cloud_peer(settings: Settings, tmp_path_factory: pytest.TempPathFactory):
-    site = Site()
-    await seed_hive(site, CORPUS)
-    await seed_hive_jira(site, CORPUS)
+async def cloud_peer(settings: Settings, hive: Site, tmp_path_factory: pytest.TempPathFactory):
+    site = hive
     script = mcp_atlassian(settings)
     workdir = tmp_path_factory.mktemp("mcp-atlassian-cloud")
     (workdir / "resolver").mkdir()
