@@ -33,7 +33,8 @@ DEFAULT_RESULTS = 50
 MAX_RESULTS = 100
 BROWSE = "BROWSE_PROJECTS"
 NOT_FOUND = "Issue does not exist or you do not have permission to see it."
-MAX_COMMENTS = 5000  # the comment endpoint's default and largest page
+MAX_COMMENTS = 5000  # the comment endpoint's default and largest page on Data Center
+CLOUD_COMMENTS = 100  # on Cloud (clamped there, as its v3 reference gives the default)
 SEARCH_COMMENTS = 20  # comments Cloud's search/jql carries per issue
 UNBOUNDED = "Unbounded JQL queries are not allowed here. Please add a search restriction to your query."
 # The system fields an issue carries here, as /rest/api/2/field lists them.
@@ -98,9 +99,10 @@ def jira_routes(jira: Jira) -> list[tuple[str, Handler]]:
             issue = _visible(jira, account, request.path_params["key"])
             if issue is None:
                 return _error(404, NOT_FOUND)
+            cap = CLOUD_COMMENTS if _cloud(links) else MAX_COMMENTS
             try:
                 start = int(request.query_params.get("startAt", 0))
-                limit = min(int(request.query_params.get("maxResults", MAX_COMMENTS)), MAX_COMMENTS)
+                limit = min(int(request.query_params.get("maxResults", cap)), cap)
             except ValueError:
                 return _error(400, "startAt and maxResults must be integers")
             if start < 0 or limit < 0:

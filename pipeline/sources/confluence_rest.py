@@ -343,7 +343,9 @@ class ConfluenceRestSource:
         start = page_id
         while True:  # the nearest ancestors first, the rest from the highest one found
             ancestors = await self._get_json(f"api/v2/pages/{start}/ancestors", {"limit": V2_LIMIT})
-            rows = (ancestors or {}).get("results", [])
+            if ancestors is None:
+                return None  # deleted or moved away in between: never read as a page at the top
+            rows = ancestors.get("results", [])
             chain[:0] = rows
             if len(rows) < V2_LIMIT:
                 break
