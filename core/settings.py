@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_CACHE_DIR = Path.home() / ".cache" / "wayfinder"
@@ -260,6 +260,14 @@ class MCPSettings(BaseModel):
     )
 
 
+def _refuse_renamed(data: Any, product: str, values: str) -> Any:
+    """``cloud`` (true/false) became ``deployment``: a site set up with the old name would
+    otherwise be read as whatever it answers, with the setting silently ignored."""
+    if isinstance(data, dict) and "cloud" in data:
+        raise ValueError(f"WAYFINDER_{product}__CLOUD is now WAYFINDER_{product}__DEPLOYMENT ({values}; unset: asked from the site)")
+    return data
+
+
 class ConfluenceSettings(BaseModel):
     """The Confluence site to sync. Unset ``url`` means the local emulator, seeded with the Hive space."""
 
@@ -301,6 +309,11 @@ class ConfluenceSettings(BaseModel):
     def emulated(self) -> bool:
         return self.url is None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        return _refuse_renamed(data, "CONFLUENCE", "cloud, datacenter-9 or datacenter-8")
+
 
 class JiraSettings(BaseModel):
     """The Jira site to sync. Unset ``url``: the local emulator's Jira when Confluence is the
@@ -324,6 +337,11 @@ class JiraSettings(BaseModel):
     )
     timeout_s: float = Field(30.0, gt=0, description="Timeout of one REST call.")
     max_attempts: int = Field(6, ge=1, description="Attempts per REST call under 429/5xx and dropped connections.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        return _refuse_renamed(data, "JIRA", "cloud or datacenter")
 
 
 #: USD per million input and output tokens, paid tier, as published for each model (check the

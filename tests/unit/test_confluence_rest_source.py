@@ -10,7 +10,7 @@ import pytest
 import requests
 
 from core.errors import ConfigurationError, SourceError
-from core.settings import ConfluenceSettings
+from core.settings import ConfluenceSettings, JiraSettings
 from devstack.atlassian.hive import SYNC_LOGIN, TOKENS, account_id
 from pipeline.sources.confluence_rest import ConfluenceRestSource
 from devstack.atlassian.export import DESIGN_DOCS_PAGE, SINGLE_USER_PAGE, HiveExportSource
@@ -213,3 +213,10 @@ async def test_a_page_without_its_place_or_restrictions_is_refused_not_opened(si
     no_groups = {**whole, "restrictions": {"read": {"restrictions": {"user": {"results": []}}}}}
     with pytest.raises(SourceError, match="restrictions.read.restrictions.group"):
         rest._page(no_groups)
+
+
+def test_the_old_cloud_setting_is_refused_naming_its_new_name():
+    with pytest.raises(ValueError, match="WAYFINDER_CONFLUENCE__CLOUD is now WAYFINDER_CONFLUENCE__DEPLOYMENT"):
+        ConfluenceSettings(cloud=True)
+    with pytest.raises(ValueError, match="WAYFINDER_JIRA__CLOUD is now WAYFINDER_JIRA__DEPLOYMENT"):
+        JiraSettings(cloud=False)
