@@ -1,6 +1,7 @@
 """What a Confluence Cloud site answers that a Data Center one does not: the REST v2 API
 (``/wiki/api/v2``: spaces by key and id, space permissions, pages with their storage body and
-labels, ancestors, direct children, attachments; paged by opaque cursors in ``_links.next``), the
+labels, folders, ancestors (folders among them), direct children, attachments; paged by opaque
+cursors in ``_links.next``), the
 Cloud-only v1 group reads by id (``group/by-id``, ``group/{groupId}/membersByGroupId``), and a 410
 for each v1 read Atlassian has removed from Cloud (:func:`removed`).
 
@@ -90,10 +91,10 @@ def confluence_v2_routes(site: Site) -> list[tuple[str, Handler]]:
 
         return run
 
-    def page_of(account: User, page_id: str) -> Page:
+    def page_of(account: User, page_id: str, kind: str = "page") -> Page:
         page = site.pages.get(page_id)
-        if page is None or not site.readable(account, page):
-            raise _NotFound
+        if page is None or page.kind != kind or not site.readable(account, page):
+            raise _NotFound  # the pages routes know no folder, the folders route no page
         return page
 
     def space_by_id(account: User, space_id: str) -> Space:
@@ -137,6 +138,10 @@ def confluence_v2_routes(site: Site) -> list[tuple[str, Handler]]:
             body["labels"] = {"results": [{k: v for k, v in label.items() if k != "label"} for label in labels], "meta": {"hasMore": False, "cursor": ""}, "_links": {}}
         return JSONResponse(body)
 
+    async def folder(request: Request, account: User, links: wire.Links) -> Response:
+        found = page_of(account, request.path_params["id"], "folder")
+        return JSONResponse({**_page(site, found, links), "type": "folder"})
+
     async def ancestors(request: Request, account: User, links: wire.Links) -> Response:
         found = page_of(account, request.path_params["id"])
         # Root first, as Atlassian documents it. A reader of a page reads its every ancestor: view
@@ -149,7 +154,7 @@ def confluence_v2_routes(site: Site) -> list[tuple[str, Handler]]:
         if not 1 <= limit <= V2_MAX_LIMIT:
             raise _BadCursor
         chain = site.ancestors(found)[-limit:]
-        return JSONResponse({"results": [{"id": a.id, "type": "page"} for a in chain], "_links": {"base": links.base}})
+        return JSONResponse({"results": [{"id": a.id, "type": a.kind} for a in chain], "_links": {"base": links.base}})
 
     async def direct_children(request: Request, account: User, links: wire.Links) -> Response:
         parent = page_of(account, request.path_params["id"])
@@ -157,7 +162,7 @@ def confluence_v2_routes(site: Site) -> list[tuple[str, Handler]]:
         return _paged(
             request, links,
             [
-                {"id": kid.id, "status": "current", "title": kid.title, "type": "page", "spaceId": str(site.spaces[kid.space_key].id), "childPosition": kid.position}
+                {"id": kid.id, "status": "current", "title": kid.title, "type": kid.kind, "spaceId": str(site.spaces[kid.space_key].id), "childPosition": kid.position}
                 for kid in kids
             ],
         )  # fmt: skip
@@ -199,6 +204,7 @@ def confluence_v2_routes(site: Site) -> list[tuple[str, Handler]]:
         ("/api/v2/spaces/{id}/permissions", endpoint(space_permissions)),
         ("/api/v2/pages/{id}", endpoint(page)),
         ("/api/v2/pages/{id}/ancestors", endpoint(ancestors)),
+        ("/api/v2/folders/{id}", endpoint(folder)),
         ("/api/v2/pages/{id}/direct-children", endpoint(direct_children)),
         ("/api/v2/pages/{id}/children", endpoint(direct_children)),
         ("/api/v2/pages/{id}/attachments", endpoint(attachments)),
@@ -242,7 +248,7 @@ def _page(site: Site, page: Page, links: wire.Links) -> dict[str, object]:
         "title": page.title,
         "spaceId": str(site.spaces[page.space_key].id),
         "parentId": parent.id if parent else None,
-        "parentType": "page" if parent else None,
+        "parentType": parent.kind if parent else None,
         "position": page.position,
         "authorId": page.created.by,
         "ownerId": page.created.by,

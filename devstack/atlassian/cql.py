@@ -58,7 +58,7 @@ def _field(site: Site, name: str, op: str, value: str, parser: _Parser) -> Predi
     if op not in ("=", "!="):
         raise parser.error(f"operator {op} does not apply to {name}")
     getters: dict[str, Callable[[Page], object]] = {
-        "type": lambda page: "page",
+        "type": lambda page: page.kind,
         "space": lambda page: page.space_key,
         "id": lambda page: page.id,
         "title": lambda page: page.title.lower(),

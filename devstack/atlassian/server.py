@@ -93,7 +93,7 @@ def create_app(emulator: Emulator) -> Starlette:
             pages = [
                 page
                 for page in sorted(site.visible_pages(account), key=_id_order)
-                if params.get("spaceKey") in (None, page.space_key) and params.get("title") in (None, page.title)
+                if page.kind == "page" and params.get("spaceKey") in (None, page.space_key) and params.get("title") in (None, page.title)
             ]
         return _paged_pages(site, request, links, pages, "/rest/api/content")
 

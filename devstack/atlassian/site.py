@@ -81,6 +81,9 @@ class Page:
     labels: list[str] = field(default_factory=list)
     read_users: set[str] = field(default_factory=set)  # account ids; empty and no groups = unrestricted
     read_groups: set[str] = field(default_factory=set)
+    # "folder": a Cloud folder, a node of the tree without a body whose view restrictions the
+    # pages inside it inherit, as a page's do. CQL finds it as ``type = folder``.
+    kind: str = "page"
 
     @property
     def version(self) -> Version:
@@ -191,6 +194,7 @@ class Site:
         by: str,
         at: datetime | None = None,
         labels: list[str] = (),
+        kind: str = "page",
     ) -> Page:
         if space_key not in self.spaces:
             raise SiteError(f"no space {space_key}", 404)
@@ -205,7 +209,7 @@ class Site:
                 raise SiteError(f"parent {parent_id} is in space {parent.space_key}, not {space_key}")
         siblings = self.children(parent_id) if parent_id else [p for p in self.pages.values() if p.space_key == space_key and p.parent_id is None]
         position = max((s.position for s in siblings), default=-1) + 1
-        page = Page(page_id, space_key, title, parent_id, position, body, [Version(1, at or self.clock(), by, "")], list(labels))
+        page = Page(page_id, space_key, title, parent_id, position, body, [Version(1, at or self.clock(), by, "")], list(labels), kind=kind)
         self.pages[page_id] = page
         return page
 

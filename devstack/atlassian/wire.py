@@ -97,7 +97,7 @@ def page_json(site: Site, page: Page, links: Links, expand: set[str]) -> dict[st
     space = site.spaces[page.space_key]
     body: dict[str, object] = {
         "id": page.id,
-        "type": "page",
+        "type": page.kind,
         "status": "current",
         "title": page.title,
         "extensions": {"position": page.position},

@@ -149,3 +149,27 @@ async def test_the_cloud_source_reads_every_comment_as_data_center_shows_them(si
     cloud, center = await comments(source(site.url, "cloud")), await comments(source(site.url + "/jira", "datacenter"))
     assert cloud == center and len(cloud) > 20
     assert any(visibility for _, visibility in cloud) == (login == "bob")  # a Developer; the sync account never sees them
+
+
+async def test_a_page_in_a_folder_names_the_folder_as_its_parent_and_inherits_its_restriction(site, caplog):
+    """Cloud folders sit in the tree like pages (v1 and v2 ancestors name them, ``type`` folder) and
+    their view restrictions reach the pages inside. Wayfinder keeps no folder node: the source
+    says so, and the page's parent is the folder, which the sync never holds, so it stays out."""
+    from core.settings import ConfluenceSettings
+    from devstack.atlassian.hive import account_id as named
+    from pipeline.sources.confluence_rest import ConfluenceRestSource
+
+    state = site.emulator.site
+    state.add_space("FLD", "Folders", readers_users={named(SYNC_LOGIN)}, readers_groups={"hive-users", "hive-committers"})
+    folder = state.create_page("FLD", "Design folder", "", by=named("alice"), kind="folder")
+    state.set_read_restrictions(folder.id, users={named(SYNC_LOGIN)}, groups={"hive-committers"})
+    inside = state.create_page("FLD", "Inside the folder", "<p>Only for committers.</p>", parent_id=folder.id, by=named("alice"))
+    assert get(f"{site.url}/wiki/api/v2/pages/{inside.id}/ancestors").json()["results"] == [{"id": folder.id, "type": "folder"}]
+    assert get(f"{site.url}/wiki/api/v2/folders/{folder.id}").json()["type"] == "folder"
+    assert get(f"{site.url}/wiki/api/v2/pages/{folder.id}").status_code == 404
+    assert get(f"{site.url}/wiki/api/v2/pages/{inside.id}", "bob").status_code == 404  # bob is no committer
+    assert get(f"{site.url}/wiki/api/v2/pages/{inside.id}", "alice").status_code == 200
+    rest = ConfluenceRestSource(ConfluenceSettings(deployment="cloud", username=SYNC_LOGIN, token=TOKENS[SYNC_LOGIN]), site.url + "/wiki")
+    (listed,) = await rest.list_pages("FLD")  # the folder is no page
+    assert listed.page_id == inside.id and listed.parent_id == folder.id
+    assert f"page {inside.id} sits in a folder ({folder.id}), which is not synced" in caplog.text
