@@ -115,6 +115,13 @@ def confluence_v2_routes(site: Site) -> list[tuple[str, Handler]]:
     async def space(request: Request, account: User, links: wire.Links) -> Response:
         return JSONResponse(_space(site, space_by_id(account, request.path_params["id"])))
 
+    async def space_pages(request: Request, account: User, links: wire.Links) -> Response:
+        found = space_by_id(account, request.path_params["id"])
+        if request.query_params.get("status", "current") != "current":
+            return _paged(request, links, [])  # no page here is trashed, archived or a draft
+        pages = [p for p in sorted(site.pages.values(), key=lambda p: p.id) if p.space_key == found.key and p.kind == "page" and site.readable(account, p)]
+        return _paged(request, links, [_page(site, p, links) for p in pages])
+
     async def space_permissions(request: Request, account: User, links: wire.Links) -> Response:
         found = space_by_id(account, request.path_params["id"])
         rows = [("user", u) for u in sorted(found.readers_users)] + [("group", wire.group_id(g)) for g in sorted(found.readers_groups)]
@@ -202,6 +209,7 @@ def confluence_v2_routes(site: Site) -> list[tuple[str, Handler]]:
         ("/api/v2/spaces", endpoint(spaces)),
         ("/api/v2/spaces/{id}", endpoint(space)),
         ("/api/v2/spaces/{id}/permissions", endpoint(space_permissions)),
+        ("/api/v2/spaces/{id}/pages", endpoint(space_pages)),
         ("/api/v2/pages/{id}", endpoint(page)),
         ("/api/v2/pages/{id}/ancestors", endpoint(ancestors)),
         ("/api/v2/folders/{id}", endpoint(folder)),

@@ -28,7 +28,7 @@ import asyncio
 import logging
 import re
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 from urllib.parse import quote, urljoin
@@ -44,7 +44,6 @@ log = logging.getLogger("wayfinder.sources.confluence")
 
 PAGE_FIELDS = "version,ancestors,space,extensions.position,restrictions.read.restrictions.user,restrictions.read.restrictions.group"
 BODY_FIELDS = f"body.storage,metadata.labels,{PAGE_FIELDS}"
-V2_LIMIT = 250  # v2's largest page
 
 
 @dataclass(frozen=True)
@@ -111,6 +110,7 @@ class ConfluenceRestSource:
         self._group_ids: dict[str, str] = {}  # Cloud: group name -> id, as restrictions and the group listing show them
         self._space_keys: dict[str, str] = {}  # Cloud: space id -> key
         self._usernames: dict[str, str] = {}  # Data Center 9: user key -> username
+        self._parents: dict[str, dict[str, tuple[str | None, str | None]]] = {}  # Cloud: space -> page -> v2's parent (id, type)
 
     @property
     def calls(self) -> int:
@@ -162,7 +162,7 @@ class ConfluenceRestSource:
         if since is not None:
             cql += f' AND lastModified >= "{await self.cql_time(since)}"'
         async for batch in self._paged("rest/api/content/search", {"cql": cql + " ORDER BY lastModified", "expand": BODY_FIELDS}):
-            yield [self._page(item) for item in batch]
+            yield await self._placed(space_key, [self._page(item) for item in batch])
 
     async def list_pages(self, space_key: str) -> list[RemotePage]:
         """Every page of the space, without bodies: what a reconcile compares against the store."""
@@ -172,7 +172,7 @@ class ConfluenceRestSource:
         cql = f'space = "{space_key}" AND type = page ORDER BY created, title'
         async for batch in self._paged("rest/api/content/search", {"cql": cql, "expand": PAGE_FIELDS}):
             found.extend(self._page(item) for item in batch)
-        return found
+        return await self._placed(space_key, found)
 
     async def page(self, page_id: str) -> RemotePage | None:
         if await self.deployment() == "cloud":
@@ -197,7 +197,7 @@ class ConfluenceRestSource:
     async def attachments(self, page_id: str) -> list[RemoteAttachment]:
         found: list[RemoteAttachment] = []
         if await self.deployment() == "cloud":
-            async for batch in self._v2_paged(f"api/v2/pages/{page_id}/attachments", {"limit": V2_LIMIT}, missing_ok=True):
+            async for batch in self._v2_paged(f"api/v2/pages/{page_id}/attachments", {"limit": self._settings.page_size}, missing_ok=True):
                 for item, base in batch:
                     found.append(
                         RemoteAttachment(
@@ -250,8 +250,11 @@ class ConfluenceRestSource:
     # -- the deployments ------------------------------------------------------------------------
 
     async def _detect(self) -> Deployment:
-        if await self._get_json("rest/api/settings/systemInfo", {}) is not None:
-            return "cloud"
+        try:
+            if await self._get_json("rest/api/settings/systemInfo", {}) is not None:
+                return "cloud"
+        except SourceError:
+            pass  # refused (a token without that scope): the manifest still tells
         raw = await asyncio.to_thread(self._http.request, "rest/applinks/1.0/manifest", {}, absolute=False, as_json=False)
         text = (raw or b"").decode(errors="replace")
         found = re.search(r'"version"\s*:\s*"([^"]+)"|<version>([^<]+)</version>', text)
@@ -276,7 +279,7 @@ class ConfluenceRestSource:
         users: list[str] = []
         groups: list[str] = []
         others: set[str] = set()
-        async for batch in self._v2_paged(f"api/v2/spaces/{space_id}/permissions", {"limit": V2_LIMIT}):
+        async for batch in self._v2_paged(f"api/v2/spaces/{space_id}/permissions", {"limit": self._settings.page_size}):
             for row, _ in batch:
                 operation, principal = row.get("operation") or {}, row.get("principal") or {}
                 if operation.get("key") != "read" or operation.get("targetType") != "space":
@@ -334,39 +337,70 @@ class ConfluenceRestSource:
         return self._usernames[user_key]
 
     async def _cloud_page(self, page_id: str) -> RemotePage | None:
-        """One page from v2 (body, labels, place), its ancestors from v2, its view restrictions
-        from the v1 restrictions read Cloud keeps: the three parts a CQL answer carries at once."""
+        """One page from v2 (body, labels, place: its parent by id and type) and its view
+        restrictions from the v1 read Cloud keeps: what a CQL answer carries at once."""
         body = await self._get_json(f"api/v2/pages/{page_id}", {"body-format": "storage", "include-labels": "true"})
-        if body is None:
-            return None
-        chain: list[dict[str, Any]] = []
-        start = page_id
-        while True:  # the nearest ancestors first, the rest from the highest one found
-            ancestors = await self._get_json(f"api/v2/pages/{start}/ancestors", {"limit": V2_LIMIT})
-            if ancestors is None:
-                return None  # deleted or moved away in between: never read as a page at the top
-            rows = ancestors.get("results", [])
-            chain[:0] = rows
-            if len(rows) < V2_LIMIT:
-                break
-            start = str(rows[0]["id"])
+        if body is None or body.get("status") != "current":
+            return None  # gone, or trashed, archived or a draft: what the CQL listing does not list either
+        if "parentId" not in body:
+            raise SourceError(f"Confluence sent page {page_id} without parentId: refusing to guess who may see it")
         restrictions = await self._get_json(f"rest/api/content/{page_id}/restriction/byOperation/read", {})
         if restrictions is None:
             return None  # deleted in between
-        space_id = str(body.get("spaceId", ""))
+        parent = [{"id": str(body["parentId"]), "type": body.get("parentType") or "page"}] if body["parentId"] else []
+        links = body.get("_links") or {}
+        version = body.get("version") or {}
         item = {
             "id": body.get("id"),
             "title": body.get("title"),
-            "space": {"key": await self._space_key(space_id)},
-            "ancestors": chain,
+            "space": {"key": await self._space_key(str(body.get("spaceId", "")))},
+            "ancestors": parent,
             "extensions": {"position": body.get("position")},
-            "version": {"number": (body.get("version") or {}).get("number"), "when": (body.get("version") or {}).get("createdAt")},
+            "version": {"number": version.get("number"), "when": version.get("createdAt")},
             "restrictions": {"read": restrictions},
             "metadata": {"labels": {"results": (body.get("labels") or {}).get("results", [])}},
-            "_links": {**(body.get("_links") or {}), "base": (body.get("_links") or {}).get("base") or self._url},
+            "_links": {**links, "base": links.get("base") or self._url},
             "body": {"storage": {"value": ((body.get("body") or {}).get("storage") or {}).get("value", "")}},
         }
         return self._page(item)
+
+    async def _placed(self, space_key: str, pages: list[RemotePage]) -> list[RemotePage]:
+        """On Cloud, each page's parent as v2 gives it (id and type), over the one v1's ancestors
+        give: should v1 ever leave a folder out of a chain, a page inside it would otherwise hang
+        under the page above the folder, without the folder's restrictions. v2 lists a space's
+        pages with their parents; a page it has not listed (new since) is asked for alone."""
+        if not self.cloud or not pages:
+            return pages
+        parents = self._parents.get(space_key)
+        if parents is None:
+            parents = self._parents[space_key] = {}
+            space_id = next((i for i, key in self._space_keys.items() if key == space_key), None) or await self._space_id(space_key)
+            async for batch in self._v2_paged(f"api/v2/spaces/{space_id}/pages", {"limit": self._settings.page_size, "status": "current"}):
+                for row, _ in batch:
+                    parents[str(row["id"])] = (str(row["parentId"]) if row.get("parentId") else None, row.get("parentType"))
+        placed = []
+        for page in pages:
+            if parents.get(page.page_id, (page.parent_id,))[0] != page.parent_id:
+                del parents[page.page_id]  # moved since the listing, or v1 and v2 disagree: ask v2 again
+            if page.page_id not in parents:
+                alone = await self._get_json(f"api/v2/pages/{page.page_id}", {})
+                if alone is None or "parentId" not in alone:
+                    continue  # gone since: the next listing says so
+                parents[page.page_id] = (str(alone["parentId"]) if alone["parentId"] else None, alone.get("parentType"))
+            parent_id, parent_type = parents[page.page_id]
+            if parent_id != page.parent_id:
+                log.warning("page %s: v1 places it under %s, v2 under %s %s; v2's parent is kept", page.page_id, page.parent_id, parent_type, parent_id)
+                page = replace(page, parent_id=parent_id)
+            placed.append(page)
+        return placed
+
+    async def _space_id(self, space_key: str) -> str:
+        body = await self._get_json("api/v2/spaces", {"keys": space_key})
+        found = next((s for s in (body or {}).get("results", []) if s.get("key") == space_key), None)
+        if found is None:
+            raise SourceError(f"Confluence has no space {space_key!r}, or the sync account may not read it")
+        self._space_keys[str(found["id"])] = space_key
+        return str(found["id"])
 
     async def _space_key(self, space_id: str) -> str:
         if space_id not in self._space_keys:
@@ -451,6 +485,8 @@ class ConfluenceRestSource:
             if not following:
                 return
             body = await asyncio.to_thread(self._json, urljoin(base, following), {}, True)
+            if body is None and not missing_ok:
+                raise SourceError(f"Confluence answered 404 in the middle of {path}")
 
     async def _paged(self, path: str, params: dict[str, Any], *, missing_ok: bool = False) -> AsyncIterator[list[dict[str, Any]]]:
         body = await self._get_json(path, {**params, "limit": self._settings.page_size, "start": 0})

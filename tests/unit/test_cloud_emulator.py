@@ -173,3 +173,8 @@ async def test_a_page_in_a_folder_names_the_folder_as_its_parent_and_inherits_it
     (listed,) = await rest.list_pages("FLD")  # the folder is no page
     assert listed.page_id == inside.id and listed.parent_id == folder.id
     assert f"page {inside.id} sits in a folder ({folder.id}), which is not synced" in caplog.text
+    # Were v1 to leave the folder out of the chain, v2's parent would still be kept.
+    from dataclasses import replace
+
+    (kept,) = await rest._placed("FLD", [replace(listed, parent_id=None)])
+    assert kept.parent_id == folder.id and f"page {inside.id}: v1 places it under None, v2 under folder {folder.id}" in caplog.text
