@@ -365,10 +365,12 @@ class ConfluenceRestSource:
         return self._page(item)
 
     async def _placed(self, space_key: str, pages: list[RemotePage]) -> list[RemotePage]:
-        """On Cloud, each page's parent as v2 gives it (id and type), over the one v1's ancestors
-        give: should v1 ever leave a folder out of a chain, a page inside it would otherwise hang
-        under the page above the folder, without the folder's restrictions. v2 lists a space's
-        pages with their parents; a page it has not listed (new since) is asked for alone."""
+        """On Cloud, each page's parent checked against v2's (id and type): should v1 ever leave a
+        folder out of a chain, a page inside it would otherwise hang under the page above the
+        folder, without the folder's restrictions. Where they differ, v2 is asked again (a move in
+        between); a folder it names is kept (the sync holds no folder: the page stays out), and a
+        page it names leaves the page out of this run. v2 lists a space's pages with their
+        parents; a page it has not listed (new since) is asked for alone."""
         if not self.cloud or not pages:
             return pages
         parents = self._parents.get(space_key)
@@ -389,6 +391,10 @@ class ConfluenceRestSource:
                 parents[page.page_id] = (str(alone["parentId"]) if alone["parentId"] else None, alone.get("parentType"))
             parent_id, parent_type = parents[page.page_id]
             if parent_id != page.parent_id:
+                if parent_type in (None, "page"):
+                    # Two pages claim it, and either may inherit less: neither is trusted this run.
+                    log.warning("page %s: v1 places it under %s, v2 under %s; left out until they agree", page.page_id, page.parent_id, parent_id)
+                    continue
                 log.warning("page %s: v1 places it under %s, v2 under %s %s; v2's parent is kept", page.page_id, page.parent_id, parent_type, parent_id)
                 page = replace(page, parent_id=parent_id)
             placed.append(page)

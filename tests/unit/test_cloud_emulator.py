@@ -178,3 +178,5 @@ async def test_a_page_in_a_folder_names_the_folder_as_its_parent_and_inherits_it
 
     (kept,) = await rest._placed("FLD", [replace(listed, parent_id=None)])
     assert kept.parent_id == folder.id and f"page {inside.id}: v1 places it under None, v2 under folder {folder.id}" in caplog.text
+    # Two pages claiming it: out of this run, whichever would have inherited less.
+    assert await rest._placed("HIVE", [replace(listed, page_id=DESIGN_DOCS_PAGE, space_key="HIVE", parent_id=HOME)]) == []
