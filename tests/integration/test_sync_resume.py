@@ -56,7 +56,7 @@ def own(request, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Set
             "WAYFINDER_LIGHTRAG__WORKSPACE": "resume",
             "WAYFINDER_LIGHTRAG__INSERT_BATCH_SIZE": "1",  # a manifest write per page: many points to die at
             "WAYFINDER_CONFLUENCE__URL": url + "/confluence",
-            "WAYFINDER_CONFLUENCE__CLOUD": "false",
+            "WAYFINDER_CONFLUENCE__DEPLOYMENT": "datacenter-9",
             "WAYFINDER_CONFLUENCE__USERNAME": SYNC,
             "WAYFINDER_CONFLUENCE__TOKEN": f"token-{SYNC}",
             "WAYFINDER_CONFLUENCE__SPACES": '["ENG"]',
