@@ -108,6 +108,7 @@ class ConfluenceRestSource:
         )
         self._zone: ZoneInfo | None = None
         self._group_ids: dict[str, str] = {}  # Cloud: group name -> id, as restrictions and the group listing show them
+        self._groups_listed = False  # Cloud: the site's group listing was read into _group_ids
         self._space_keys: dict[str, str] = {}  # Cloud: space id -> key
         self._usernames: dict[str, str] = {}  # Data Center 9: user key -> username
         self._parents: dict[str, dict[str, tuple[str | None, str | None]]] = {}  # Cloud: space -> page -> v2's parent (id, type)
@@ -427,11 +428,14 @@ class ConfluenceRestSource:
         return str(found["name"])
 
     async def _cloud_group_id(self, name: str) -> str | None:
-        """A group's id, from the site's group listing (a group no page or permission showed yet)."""
-        async for batch in self._paged("rest/api/group", {}, missing_ok=True):
-            for group in batch:
-                if group.get("name") and group.get("id"):
-                    self._group_ids.setdefault(str(group["name"]), str(group["id"]))
+        """A group's id, from the site's group listing (a group no page or permission showed yet),
+        read once per source."""
+        if not self._groups_listed:
+            self._groups_listed = True
+            async for batch in self._paged("rest/api/group", {}, missing_ok=True):
+                for group in batch:
+                    if group.get("name") and group.get("id"):
+                        self._group_ids.setdefault(str(group["name"]), str(group["id"]))
         return self._group_ids.get(name)
 
     # -- the wire -----------------------------------------------------------------------------
